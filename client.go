@@ -1,0 +1,204 @@
+package dlock
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults of a Client.
+const (
+	DefaultPrefix          = "dlock:"
+	DefaultWatchdogTimeout = 30 * time.Second
+	DefaultFenceTTL        = 7 * 24 * time.Hour
+	DefaultRenewBatch      = 256
+	// MaxNameLen is the longest lock name accepted, in bytes.
+	MaxNameLen = 1024
+)
+
+// Client hands out locks on one go-redis client (standalone, Sentinel
+// failover or Cluster). It owns one watchdog loop that renews every
+// watchdog-kept lease in pipelined batches and one pub/sub connection that
+// wakes waiters when a lock is released. A Client is safe for concurrent use;
+// create one per go-redis client and Close it when done.
+type Client struct {
+	rdb      redis.UniversalClient
+	prefix   string
+	timeout  time.Duration // watchdog lease
+	fenceTTL time.Duration
+	batch    int
+	logger   *slog.Logger
+	observer Observer
+	meta     string // host|pid, the fixed part of holder metadata
+	label    string
+
+	wd  *watchdog
+	sub *subscriber
+
+	mu     sync.Mutex
+	holds  map[string]*hold // held locks, by holdID
+	closed bool
+}
+
+// ClientOption configures a Client.
+type ClientOption func(*Client) error
+
+// WithPrefix sets the prefix of every Redis key and channel (default "dlock:").
+// It may not contain '{' or '}': the lock name is the hash tag.
+func WithPrefix(p string) ClientOption {
+	return func(c *Client) error {
+		if strings.ContainsAny(p, "{}") {
+			return fmt.Errorf("%w: prefix %q contains a brace", ErrInvalidArgument, p)
+		}
+		c.prefix = p
+		return nil
+	}
+}
+
+// WithWatchdogTimeout sets the lease of watchdog-kept locks (default 30 s);
+// the watchdog renews them every timeout/3.
+func WithWatchdogTimeout(d time.Duration) ClientOption {
+	return func(c *Client) error {
+		if d < 3*time.Millisecond {
+			return fmt.Errorf("%w: watchdog timeout %v (want >= 3ms)", ErrInvalidDuration, d)
+		}
+		c.timeout = d
+		return nil
+	}
+}
+
+// WithFenceTTL sets how long a lock name's fence counter outlives its last
+// grant (default 7 days). See Lease.Token for what happens after it expires.
+func WithFenceTTL(d time.Duration) ClientOption {
+	return func(c *Client) error {
+		if d < time.Second {
+			return fmt.Errorf("%w: fence TTL %v (want >= 1s)", ErrInvalidDuration, d)
+		}
+		c.fenceTTL = d
+		return nil
+	}
+}
+
+// WithRenewBatch sets how many leases the watchdog renews per round trip
+// (default 256).
+func WithRenewBatch(n int) ClientOption {
+	return func(c *Client) error {
+		if n < 1 {
+			return fmt.Errorf("%w: renew batch %d (want >= 1)", ErrInvalidArgument, n)
+		}
+		c.batch = n
+		return nil
+	}
+}
+
+// WithLogger makes the Client log lost leases (Warn) and failed renewals
+// (Debug). Without it the Client never logs.
+func WithLogger(l *slog.Logger) ClientOption {
+	return func(c *Client) error { c.logger = l; return nil }
+}
+
+// WithObserver sends lock events (acquisitions, releases, losses, renewals)
+// to o, synchronously: o must be fast and safe for concurrent use.
+func WithObserver(o Observer) ClientOption {
+	return func(c *Client) error { c.observer = o; return nil }
+}
+
+// WithLabel adds a label (service name, replica id) to the holder metadata
+// that Inspect shows. At most 256 bytes.
+func WithLabel(label string) ClientOption {
+	return func(c *Client) error {
+		if len(label) > 256 {
+			return fmt.Errorf("%w: label longer than 256 bytes", ErrInvalidArgument)
+		}
+		c.label = label
+		return nil
+	}
+}
+
+// New returns a Client on rdb. rdb stays the caller's: Close does not close it.
+func New(rdb redis.UniversalClient, opts ...ClientOption) (*Client, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidArgument)
+	}
+	host, _ := os.Hostname()
+	c := &Client{
+		rdb:      rdb,
+		prefix:   DefaultPrefix,
+		timeout:  DefaultWatchdogTimeout,
+		fenceTTL: DefaultFenceTTL,
+		batch:    DefaultRenewBatch,
+		observer: nopObserver{},
+		meta:     strings.ReplaceAll(host, "|", "_") + "|" + strconv.Itoa(os.Getpid()),
+		holds:    make(map[string]*hold),
+	}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	c.wd = newWatchdog(c)
+	c.sub = newSubscriber(c)
+	return c, nil
+}
+
+// Close stops the watchdog and the pub/sub connection. Every lease still held
+// through this Client is released in Redis if it is still ours (compare and
+// delete: nothing anyone else holds is touched) and reported lost to its
+// holder, since nothing will renew it any more. Close is idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	holds := make([]*hold, 0, len(c.holds))
+	for _, h := range c.holds {
+		holds = append(holds, h)
+	}
+	c.mu.Unlock()
+
+	c.wd.close()
+	for _, h := range holds {
+		h.lose(LostClosed)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, _ = h.ops.release(ctx, newOpID())
+		cancel()
+	}
+	return c.sub.close()
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// holderMeta is the metadata stored with a grant: host|pid|acquired-at-ms|label.
+func (c *Client) holderMeta(now time.Time) string {
+	return c.meta + "|" + strconv.FormatInt(now.UnixMilli(), 10) + "|" + c.label
+}
+
+// keys of one lock name; all share the hash slot of {name}.
+type lockKeys struct {
+	lock, fence, wake string
+}
+
+func (c *Client) keys(name string) lockKeys {
+	base := c.prefix + "{" + name + "}"
+	return lockKeys{lock: base, fence: base + ":fence", wake: base + ":wake"}
+}
+
+func validName(name string) error {
+	if name == "" || len(name) > MaxNameLen {
+		return fmt.Errorf("%w: %d bytes (want 1..%d)", ErrInvalidName, len(name), MaxNameLen)
+	}
+	return nil
+}

@@ -1,0 +1,48 @@
+package dlock
+
+import "errors"
+
+// Sentinel errors. Every error returned by this package that has one of these
+// meanings wraps it, so test with errors.Is. Errors also carry the lock name.
+var (
+	// ErrNotAcquired: the lock was held by someone else for the whole wait.
+	// This is the degraded path ("busy, try later"), not a failure of Redis.
+	ErrNotAcquired = errors.New("dlock: not acquired")
+
+	// ErrLockLost: the lock stopped being ours before we released it: its
+	// lease ran out, the watchdog could not renew it in time, or the key was
+	// deleted or taken over. Whatever ran under the lock ran without
+	// exclusivity: roll it back or reconcile it. Never ignore it.
+	ErrLockLost = errors.New("dlock: lock lost")
+
+	// ErrNotHeld: unlocking (or extending) a lease that was already
+	// released, or a permit or owner that holds nothing.
+	ErrNotHeld = errors.New("dlock: not held")
+
+	// ErrNotReplicated: ReplicaAck was requested and too few replicas
+	// acknowledged the acquisition in time (or too few were connected).
+	// The acquisition was undone.
+	ErrNotReplicated = errors.New("dlock: not replicated")
+
+	// ErrInvalidName: an empty lock name, or one longer than MaxNameLen.
+	ErrInvalidName = errors.New("dlock: invalid lock name")
+
+	// ErrInvalidDuration: a zero or negative duration where a positive one
+	// is needed (lease, extension, watchdog timeout), or a negative wait.
+	ErrInvalidDuration = errors.New("dlock: invalid duration")
+
+	// ErrInvalidArgument: any other option or argument out of range
+	// (nil client, replica count < 1, nil function, ...).
+	ErrInvalidArgument = errors.New("dlock: invalid argument")
+
+	// ErrWrongType: the lock's key exists in Redis but holds a value of
+	// another type or shape (someone else uses the key). Nothing was changed.
+	ErrWrongType = errors.New("dlock: key holds the wrong type")
+
+	// ErrClosed: the Client was closed.
+	ErrClosed = errors.New("dlock: client closed")
+)
+
+// errNotOurs is internal: a compare-then-act script found the lock gone or
+// held by someone else.
+var errNotOurs = errors.New("dlock: not ours")

@@ -1,0 +1,170 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/internal/redisproc"
+	"github.com/redis/go-redis/v9"
+)
+
+func redisprocSentinelOptions() redisproc.SentinelOptions {
+	return redisproc.SentinelOptions{Replicas: 1}
+}
+
+// Bad input gets a clear error, no panic, and no change in Redis.
+func TestBadInput(t *testing.T) {
+	rdb := server(t)
+	c := newClient(t, rdb)
+	ctx := context.Background()
+	if _, err := dlock.New(nil); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Fatalf("New(nil): %v", err)
+	}
+	if _, err := dlock.New(rdb, dlock.WithWatchdogTimeout(0)); !errors.Is(err, dlock.ErrInvalidDuration) {
+		t.Fatalf("zero watchdog: %v", err)
+	}
+	if _, err := dlock.New(rdb, dlock.WithPrefix("a{b")); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Fatalf("brace prefix: %v", err)
+	}
+	cases := []struct {
+		name string
+		lk   dlock.Locker
+		opts []dlock.Option
+		want error
+	}{
+		{"empty name", c.Lock(""), nil, dlock.ErrInvalidName},
+		{"long name", c.Mutex(strings.Repeat("x", dlock.MaxNameLen+1)), nil, dlock.ErrInvalidName},
+		{"zero lease", c.Lock("x"), []dlock.Option{dlock.LeaseTime(0)}, dlock.ErrInvalidDuration},
+		{"negative lease", c.Mutex("x"), []dlock.Option{dlock.LeaseTime(-time.Second)}, dlock.ErrInvalidDuration},
+		{"negative wait", c.Mutex("x"), []dlock.Option{dlock.Wait(-1)}, dlock.ErrInvalidDuration},
+		{"zero replicas", c.Mutex("x"), []dlock.Option{dlock.ReplicaAck(0, time.Second)}, dlock.ErrInvalidArgument},
+		{"zero replica wait", c.Mutex("x"), []dlock.Option{dlock.ReplicaAck(1, 0)}, dlock.ErrInvalidDuration},
+		{"nil OnLost", c.Mutex("x"), []dlock.Option{dlock.OnLost(nil)}, dlock.ErrInvalidArgument},
+	}
+	for _, tc := range cases {
+		if _, err := tc.lk.Acquire(ctx, tc.opts...); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if n, _ := rdb.DBSize(ctx).Result(); n != 0 {
+		t.Fatalf("bad input wrote %d keys", n)
+	}
+
+	l, err := c.Mutex("x").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Extend(ctx, 0); !errors.Is(err, dlock.ErrInvalidDuration) {
+		t.Fatalf("Extend(0): %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("second unlock: %v", err)
+	}
+	if err := l.Extend(ctx, time.Second); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("extend after unlock: %v", err)
+	}
+	if err := l.Verify(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("verify after unlock: %v", err)
+	}
+}
+
+// A key of the wrong type is reported as ErrWrongType and left alone.
+func TestWrongType(t *testing.T) {
+	rdb := server(t)
+	c := newClient(t, rdb)
+	ctx := context.Background()
+	rdb.Set(ctx, "dlock:{s}", "someone else's string", 0)
+	rdb.HSet(ctx, "dlock:{h}", "field", "value")
+	rdb.LPush(ctx, "dlock:{l}", "x")
+	for _, tc := range []struct {
+		lk   dlock.Locker
+		key  string
+		kind string
+	}{
+		{c.Lock("s"), "dlock:{s}", "string"},
+		{c.Mutex("h"), "dlock:{h}", "hash"},
+		{c.Lock("h"), "dlock:{h}", "hash"},
+		{c.Mutex("l"), "dlock:{l}", "list"},
+		{c.Lock("l"), "dlock:{l}", "list"},
+	} {
+		_, err := tc.lk.Acquire(ctx, dlock.Wait(time.Second))
+		if !errors.Is(err, dlock.ErrWrongType) {
+			t.Errorf("%T on a %s: %v, want ErrWrongType", tc.lk, tc.kind, err)
+		}
+		if typ, _ := rdb.Type(ctx, tc.key).Result(); typ != tc.kind {
+			t.Errorf("key changed to %s", typ)
+		}
+	}
+	if v, _ := rdb.Get(ctx, "dlock:{s}").Result(); v != "someone else's string" {
+		t.Fatalf("string changed to %q", v)
+	}
+	if _, err := c.Inspect(ctx, "l"); !errors.Is(err, dlock.ErrWrongType) {
+		t.Fatalf("inspect a list: %v", err)
+	}
+}
+
+// Redis unreachable: a clear error, not ErrNotAcquired, no panic.
+func TestRedisDown(t *testing.T) {
+	srv := redisprocStartStopped(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { rdb.Close() })
+	c := newClient(t, rdb)
+	_, err := c.Lock("x").Acquire(context.Background(), dlock.Wait(time.Second))
+	if err == nil || errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("acquire with Redis down: %v", err)
+	}
+	if !strings.Contains(err.Error(), `"x"`) {
+		t.Fatalf("error does not name the lock: %v", err)
+	}
+}
+
+// redisprocStartStopped returns the address of a server that was started
+// and stopped: nothing listens there.
+func redisprocStartStopped(t *testing.T) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := redisproc.Start(ctx, redisproc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := s.Addr()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+func TestClosedClient(t *testing.T) {
+	rdb := server(t)
+	c, err := dlock.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l, err := c.Lock("closing").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !closedWithin(l.Done(), time.Second) {
+		t.Fatal("a lease held at Close was not reported lost")
+	}
+	if n, _ := rdb.Exists(ctx, "dlock:{closing}").Result(); n != 0 {
+		t.Fatal("Close left our own lock in Redis")
+	}
+	if _, err := c.Lock("x").Acquire(ctx); !errors.Is(err, dlock.ErrClosed) {
+		t.Fatalf("acquire after Close: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}

@@ -1,0 +1,304 @@
+package redisproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// setupTimeout caps how long StartSentinel and StartCluster wait for the
+// servers to find each other once they are all running.
+const setupTimeout = 20 * time.Second
+
+// SentinelOptions configures StartSentinel. Zero values pick the defaults.
+type SentinelOptions struct {
+	Replicas        int           // replicas of the master; default 1
+	Sentinels       int           // Sentinel processes; default 3
+	MasterName      string        // default "mymaster"
+	DownAfter       time.Duration // down-after-milliseconds; default 1s
+	FailoverTimeout time.Duration // failover-timeout; default 3s
+	MasterArgs      []string      // extra redis-server arguments for the master
+	ReplicaArgs     []string      // extra redis-server arguments for each replica
+	Dir             string        // parent of the setup's temporary directory
+}
+
+// Sentinel is a master, its replicas and the Sentinels monitoring them.
+type Sentinel struct {
+	MasterName string
+	Master     *Server // the original master; after a failover it may be a replica or dead
+	Replicas   []*Server
+	Sentinels  []*Server
+
+	dir string
+}
+
+// StartSentinel starts a master, o.Replicas replicas of it and o.Sentinels
+// Sentinels with a majority quorum. It returns once every replica is online
+// at the master and every Sentinel reports the master as up with all
+// replicas and all other Sentinels known. Sentinels announce 127.0.0.1,
+// do not resolve hostnames, and keep their config file (rewritten by
+// Sentinel) in their Dir. All servers replicate diskless without delay.
+// On error everything already started is closed.
+func StartSentinel(ctx context.Context, o SentinelOptions) (*Sentinel, error) {
+	o.Replicas = orDefault(o.Replicas, 1)
+	o.Sentinels = orDefault(o.Sentinels, 3)
+	o.MasterName = orDefault(o.MasterName, "mymaster")
+	o.DownAfter = orDefault(o.DownAfter, time.Second)
+	o.FailoverTimeout = orDefault(o.FailoverTimeout, 3*time.Second)
+
+	dir, err := os.MkdirTemp(o.Dir, "redis-sentinel-")
+	if err != nil {
+		return nil, fmt.Errorf("redisproc: %w", err)
+	}
+	s := &Sentinel{MasterName: o.MasterName, dir: dir}
+	fail := func(err error) (*Sentinel, error) {
+		s.Close()
+		return nil, err
+	}
+	repl := []string{"--repl-diskless-sync-delay", "0"}
+	if s.Master, err = Start(ctx, Options{Dir: dir, Args: slices.Concat(repl, o.MasterArgs)}); err != nil {
+		return fail(err)
+	}
+	replicaOf := []string{"--replicaof", "127.0.0.1", strconv.Itoa(s.Master.Port())}
+	for range o.Replicas {
+		r, err := Start(ctx, Options{Dir: dir, Args: slices.Concat(repl, replicaOf, o.ReplicaArgs)})
+		if err != nil {
+			return fail(err)
+		}
+		s.Replicas = append(s.Replicas, r)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	// Sentinels learn the replicas from the master's INFO when they first
+	// connect, so let the replicas sync before starting them.
+	if err := s.waitReplicas(ctx, o.Replicas); err != nil {
+		return fail(err)
+	}
+	conf := sentinelConf(o, s.Master.Port(), o.Sentinels/2+1)
+	for range o.Sentinels {
+		sn, err := launch(ctx, dir, 0, false, conf)
+		if err != nil {
+			return fail(err)
+		}
+		s.Sentinels = append(s.Sentinels, sn)
+	}
+	if err := s.waitSentinels(ctx, o.Replicas); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// orDefault returns v, or def if v is the zero value.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// sentinelConf returns an argv builder that writes a Sentinel config file.
+func sentinelConf(o SentinelOptions, masterPort, quorum int) func(dir string, port int) ([]string, error) {
+	return func(dir string, port int) ([]string, error) {
+		name := o.MasterName
+		conf := fmt.Sprintf(`port %d
+bind 127.0.0.1
+protected-mode no
+dir %q
+logfile %q
+sentinel resolve-hostnames no
+sentinel announce-ip 127.0.0.1
+sentinel monitor %s 127.0.0.1 %d %d
+sentinel down-after-milliseconds %s %d
+sentinel failover-timeout %s %d
+sentinel parallel-syncs %s 1
+`, port, dir, filepath.Join(dir, logName),
+			name, masterPort, quorum,
+			name, o.DownAfter.Milliseconds(),
+			name, o.FailoverTimeout.Milliseconds(),
+			name)
+		path := filepath.Join(dir, "sentinel.conf")
+		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+			return nil, fmt.Errorf("redisproc: %w", err)
+		}
+		return []string{path, "--sentinel"}, nil
+	}
+}
+
+// waitReplicas waits until the master reports n replicas in state online.
+func (s *Sentinel) waitReplicas(ctx context.Context, n int) error {
+	c := redis.NewClient(clientOptions(s.Master.Addr()))
+	defer c.Close()
+	return poll(ctx, "replicas of "+s.Master.Addr(), func(ctx context.Context) error {
+		info, err := c.Info(ctx, "replication").Result()
+		if err != nil {
+			return err
+		}
+		if got := strings.Count(info, "state=online"); got != n {
+			return fmt.Errorf("%d of %d replicas online", got, n)
+		}
+		return nil
+	})
+}
+
+// waitSentinels waits until every Sentinel sees the master up, with all
+// replicas and all other Sentinels.
+func (s *Sentinel) waitSentinels(ctx context.Context, replicas int) error {
+	want := map[string]string{
+		"ip":                  "127.0.0.1",
+		"port":                strconv.Itoa(s.Master.Port()),
+		"flags":               "master",
+		"num-slaves":          strconv.Itoa(replicas),
+		"num-other-sentinels": strconv.Itoa(len(s.Sentinels) - 1),
+	}
+	for _, sn := range s.Sentinels {
+		c := redis.NewSentinelClient(clientOptions(sn.Addr()))
+		err := poll(ctx, "sentinel "+sn.Addr(), func(ctx context.Context) error {
+			m, err := c.Master(ctx, s.MasterName).Result()
+			if err != nil {
+				return err
+			}
+			for k, v := range want {
+				if m[k] != v {
+					return fmt.Errorf("%s is %q, want %q", k, m[k], v)
+				}
+			}
+			return nil
+		})
+		c.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clientOptions are go-redis options for short internal checks.
+func clientOptions(addr string) *redis.Options {
+	return &redis.Options{
+		Addr:            addr,
+		DialTimeout:     time.Second,
+		ReadTimeout:     time.Second,
+		WriteTimeout:    time.Second,
+		MaxRetries:      -1,
+		PoolSize:        1,
+		Protocol:        2,
+		DisableIdentity: true,
+	}
+}
+
+// SentinelAddrs returns the addresses of the Sentinels.
+func (s *Sentinel) SentinelAddrs() []string {
+	addrs := make([]string, len(s.Sentinels))
+	for i, sn := range s.Sentinels {
+		addrs[i] = sn.Addr()
+	}
+	return addrs
+}
+
+// masterAddrs asks every running Sentinel for the master's address and
+// returns the answers received, in Sentinel order.
+func (s *Sentinel) masterAddrs(ctx context.Context) ([]string, error) {
+	var addrs []string
+	var errs []error
+	for _, sn := range s.Sentinels {
+		if !sn.Running() {
+			continue
+		}
+		opt := clientOptions(sn.Addr())
+		opt.ReadTimeout = 500 * time.Millisecond
+		c := redis.NewSentinelClient(opt)
+		a, err := c.GetMasterAddrByName(ctx, s.MasterName).Result()
+		c.Close()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sentinel %s: %w", sn.Addr(), err))
+			continue
+		}
+		if len(a) == 2 {
+			addrs = append(addrs, net.JoinHostPort(a[0], a[1]))
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("redisproc: no sentinel answered: %w", errors.Join(errs...))
+	}
+	return addrs, nil
+}
+
+// CurrentMaster asks the running Sentinels for the master's address
+// ("ip:port") and returns the answer of the majority of those that answered,
+// or, without a majority, the first answer.
+func (s *Sentinel) CurrentMaster(ctx context.Context) (string, error) {
+	addrs, err := s.masterAddrs(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, a := range addrs {
+		if 2*count(addrs, a) > len(addrs) {
+			return a, nil
+		}
+	}
+	return addrs[0], nil
+}
+
+func count(xs []string, x string) int {
+	n := 0
+	for _, y := range xs {
+		if y == x {
+			n++
+		}
+	}
+	return n
+}
+
+// WaitForFailover waits until every Sentinel that answers reports the same
+// master address and that address is not old, and returns it. It gives up
+// when ctx ends. By then the new master has accepted its promotion.
+func (s *Sentinel) WaitForFailover(ctx context.Context, old string) (string, error) {
+	var addr string
+	err := poll(ctx, "failover away from "+old, func(ctx context.Context) error {
+		addrs, err := s.masterAddrs(ctx)
+		if err != nil {
+			return err
+		}
+		if count(addrs, addrs[0]) != len(addrs) {
+			return fmt.Errorf("sentinels disagree: %v", addrs)
+		}
+		if addrs[0] == old {
+			return errors.New("master is still " + old)
+		}
+		addr = addrs[0]
+		return nil
+	})
+	return addr, err
+}
+
+// ServerByAddr returns the master, replica or Sentinel listening on addr,
+// or nil.
+func (s *Sentinel) ServerByAddr(addr string) *Server {
+	for _, srv := range s.all() {
+		if srv.Addr() == addr {
+			return srv
+		}
+	}
+	return nil
+}
+
+func (s *Sentinel) all() []*Server {
+	return slices.Concat(s.Sentinels, s.Replicas, []*Server{s.Master})
+}
+
+// Close closes the Sentinels, the replicas and the master, and removes the
+// setup's directory. It is idempotent.
+func (s *Sentinel) Close() error {
+	return errors.Join(closeAll(s.all()), os.RemoveAll(s.dir))
+}

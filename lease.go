@@ -1,0 +1,188 @@
+package dlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Lease is the handle of one held lock, whatever its shape or backend. It is
+// safe for concurrent use.
+//
+// Losing the lock is one fact with three faces: Context is cancelled with
+// cause ErrLockLost, Done is closed, and Unlock returns an error wrapping
+// ErrLockLost. A lease is lost when its fixed lease runs out on the client's
+// clock, when the watchdog cannot renew it before it would run out, or when
+// Redis no longer holds it for us (deleted, flushed, taken).
+type Lease struct {
+	h      *hold
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+	onLost func(*Lease)
+
+	mu       sync.Mutex
+	released bool
+	err      error // the loss, once lost
+}
+
+func newLease(ctx context.Context, h *hold, owner string, onLost func(*Lease)) *Lease {
+	lctx, cancel := context.WithCancelCause(withOwner(ctx, owner))
+	return &Lease{h: h, ctx: lctx, cancel: cancel, done: make(chan struct{}), onLost: onLost}
+}
+
+// Name returns the lock's name.
+func (l *Lease) Name() string { return l.h.name }
+
+// Token returns the fencing token of this grant: for one lock name, strictly
+// greater than every token granted before it (a reentrant acquisition returns
+// its holder's token). Pass it to the storage you write and let the storage
+// reject writes with a token lower than one it has seen (package fence).
+//
+// Tokens are max(last + 1, Redis server time in µs), kept in a counter key
+// that lives for the Client's fence TTL after the last grant; after that key
+// is lost (TTL, FLUSHALL, a failover that lost its last write) tokens still
+// increase unless the server clock went back. On Redis they are as durable as
+// Redis replication; for consensus-grade tokens use the etcd backend.
+func (l *Lease) Token() int64 { return l.h.fence }
+
+// Context returns a context that carries this lease's owner (acquiring a
+// reentrant lock with it re-enters) and is cancelled when the lock is lost
+// (context.Cause wraps ErrLockLost), when the lease is unlocked, or when the
+// context given to Acquire is cancelled. Run the critical section under it.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Done is closed when the lock is lost, and only then.
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// Err returns nil while the lease is held or after a clean Unlock, and an
+// error wrapping ErrLockLost once the lock was lost.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+func (l *Lease) markLost(err error) {
+	l.mu.Lock()
+	if l.released || l.err != nil {
+		l.mu.Unlock()
+		return
+	}
+	l.err = err
+	l.cancel(err) // before Done closes, so whoever sees Done sees the cause
+	close(l.done)
+	l.mu.Unlock()
+	if l.onLost != nil {
+		go l.onLost(l)
+	}
+}
+
+// state returns ErrNotHeld after Unlock, the loss once lost, else nil.
+func (l *Lease) state(op string) error {
+	l.h.pastDeadline() // marks this lease lost if its deadline passed
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.released:
+		return fmt.Errorf("dlock: %s %q: %w", op, l.h.name, ErrNotHeld)
+	case l.err != nil:
+		return l.err
+	}
+	return nil
+}
+
+// Verify re-reads ownership in Redis: check before commit. It returns nil if
+// the lock is still ours, an error wrapping ErrLockLost if it is not (the
+// lease is then lost), ErrNotHeld after Unlock, or a Redis error (ownership
+// unknown: do not commit).
+func (l *Lease) Verify(ctx context.Context) error {
+	if err := l.state("verify"); err != nil {
+		return err
+	}
+	ok, err := l.h.ops.verify(ctx)
+	if err != nil {
+		return redisErr(ctx, "verify", l.h.name, err)
+	}
+	if !ok {
+		l.h.lose(LostDeletedOrTaken)
+		return l.lostErr()
+	}
+	return l.state("verify")
+}
+
+// Extend sets the remaining lease to d (at least 1 ms) if the lock is still
+// ours. On a watchdog lease the watchdog goes on renewing to its timeout.
+// It returns an error wrapping ErrLockLost if the lock is no longer ours.
+func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
+	if d < time.Millisecond {
+		return fmt.Errorf("dlock: extend %q: %w: %v", l.h.name, ErrInvalidDuration, d)
+	}
+	if err := l.state("extend"); err != nil {
+		return err
+	}
+	sent := time.Now()
+	ok, err := l.h.ops.extend(ctx, d)
+	if err != nil {
+		return redisErr(ctx, "extend", l.h.name, err)
+	}
+	if !ok {
+		l.h.lose(LostDeletedOrTaken)
+		return l.lostErr()
+	}
+	l.h.extended(sent, d, false)
+	return l.state("extend")
+}
+
+func (l *Lease) lostErr() error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("dlock: %s %q: %w", l.h.shape, l.h.name, ErrLockLost)
+}
+
+// Unlock releases this hold. It returns nil if the lock was still ours, an
+// error wrapping ErrLockLost if it had been lost (whatever ran under it ran
+// without exclusivity), ErrNotHeld if this lease was already unlocked, or a
+// Redis error (the lock then expires by itself). A reentrant lock is free
+// once every Lease of its owner is unlocked. Unlock stops renewing before it
+// sends the release, so no renewal outlives it.
+func (l *Lease) Unlock(ctx context.Context) error {
+	l.h.pastDeadline()
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return fmt.Errorf("dlock: unlock %q: %w", l.h.name, ErrNotHeld)
+	}
+	l.released = true
+	lost := l.err
+	l.mu.Unlock()
+
+	h := l.h
+	h.detach(l)
+	res, err := h.ops.release(ctx, newOpID())
+	l.cancel(context.Canceled)
+
+	foundLost := lost != nil || (err == nil && res == releaseNotOurs)
+	h.c.observer.ObserveRelease(ReleaseEvent{Shape: h.shape, Name: h.name, Held: time.Since(h.since), Lease: h.fixedLease(), FoundLost: foundLost})
+	switch {
+	case lost != nil:
+		return lost
+	case err != nil:
+		return redisErr(ctx, "unlock", h.name, err)
+	case res == releaseNotOurs:
+		if !h.lose(LostDeletedOrTaken) { // marks other Leases of this owner, if any
+			h.report(LostDeletedOrTaken)
+		}
+		return fmt.Errorf("dlock: unlock %q: %w (released by someone else or expired)", h.name, ErrLockLost)
+	}
+	return nil
+}
+
+func (h *hold) fixedLease() time.Duration {
+	if h.watchdog {
+		return 0
+	}
+	return h.ttl
+}

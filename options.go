@@ -1,0 +1,121 @@
+package dlock
+
+import (
+	"fmt"
+	"time"
+)
+
+// Option configures one acquisition.
+//
+//	option            meaning                                   default
+//	Wait(d)           how long to try: 0 = try once             until ctx is done
+//	LeaseTime(d)      fixed lease, no watchdog                  watchdog keeps it
+//	ReplicaAck(n, t)  n replicas must acknowledge within t      no
+//	OnLost(f)         f runs once when the lease is lost         none
+//
+// Wait and lease are different things: the wait bounds how long Acquire
+// blocks; the lease bounds how long the lock stays ours if we stop renewing it.
+type Option func(*acquireConfig) error
+
+type acquireConfig struct {
+	wait     time.Duration // < 0: until ctx is done
+	lease    time.Duration // 0: watchdog
+	replicas int           // 0: no WAIT; replicasConnected: as many as are connected
+	replWait time.Duration
+	onLost   func(*Lease)
+}
+
+const replicasConnected = -1
+
+func newAcquireConfig(opts []Option) (acquireConfig, error) {
+	cfg := acquireConfig{wait: -1}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// Wait bounds how long Acquire tries: 0 tries once; d > 0 tries for up to d.
+// Without Wait, Acquire waits until ctx is done. A negative d is an error.
+func Wait(d time.Duration) Option {
+	return func(c *acquireConfig) error {
+		if d < 0 {
+			return fmt.Errorf("%w: wait %v", ErrInvalidDuration, d)
+		}
+		c.wait = d
+		return nil
+	}
+}
+
+// LeaseTime gives the lock a fixed lease d (at least 1 ms): no watchdog renews it,
+// and when d runs out the lease is lost (Context cancelled, Done closed) unless
+// Extend was called in time. Without Lease, the Client's watchdog keeps the
+// lock for as long as it is held.
+func LeaseTime(d time.Duration) Option {
+	return func(c *acquireConfig) error {
+		if d < time.Millisecond {
+			return fmt.Errorf("%w: lease %v (want >= 1ms)", ErrInvalidDuration, d)
+		}
+		c.lease = d
+		return nil
+	}
+}
+
+// ReplicaAck makes an acquisition count only once n replicas have
+// acknowledged it within timeout (Redis WAIT on the same connection as the
+// grant). Fewer acknowledgements, or fewer than n replicas connected to the
+// master at all, undo the acquisition and return ErrNotReplicated at once, so
+// an under-replicated master fails fast instead of costing a WAIT timeout per
+// attempt (right after a failover of a one-replica setup the new master has
+// no replica at all: with n = 1 every acquisition then fails; use
+// ReplicaAckConnected to accept that).
+//
+// WAIT narrows the failover window; it does not close it: Redis replication
+// stays asynchronous, a replica that acknowledged can still lose the write,
+// and Sentinel may promote a replica that did not acknowledge. Surviving the
+// failover of one replica with ReplicaAck needs at least two replicas. For
+// correctness under failover use fencing tokens checked by the storage.
+//
+// The WAIT runs in a pipeline, so keep timeout below the go-redis client's
+// ReadTimeout (3 s by default).
+func ReplicaAck(n int, timeout time.Duration) Option {
+	return func(c *acquireConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: replica count %d (want >= 1)", ErrInvalidArgument, n)
+		}
+		if timeout <= 0 {
+			return fmt.Errorf("%w: replica ack timeout %v", ErrInvalidDuration, timeout)
+		}
+		c.replicas, c.replWait = n, timeout
+		return nil
+	}
+}
+
+// ReplicaAckConnected is ReplicaAck with n = the number of replicas connected
+// to the master when the lock is granted (0 replicas: no wait at all).
+func ReplicaAckConnected(timeout time.Duration) Option {
+	return func(c *acquireConfig) error {
+		if timeout <= 0 {
+			return fmt.Errorf("%w: replica ack timeout %v", ErrInvalidDuration, timeout)
+		}
+		c.replicas, c.replWait = replicasConnected, timeout
+		return nil
+	}
+}
+
+// OnLost registers f to run once, in its own goroutine, when the lease is
+// lost (not when it is released).
+func OnLost(f func(*Lease)) Option {
+	return func(c *acquireConfig) error {
+		if f == nil {
+			return fmt.Errorf("%w: nil OnLost function", ErrInvalidArgument)
+		}
+		c.onLost = f
+		return nil
+	}
+}

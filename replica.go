@@ -1,0 +1,90 @@
+package dlock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// grantReplicated runs one acquire attempt followed by WAIT on the same
+// connection to the key's master (see ReplicaAck).
+func (c *Client) grantReplicated(ctx context.Context, sh redisShape, a attempt, cfg acquireConfig) (grant, error) {
+	name := sh.lockName()
+	conn, err := c.masterFor(ctx, sh.keys().lock)
+	if err != nil {
+		return grant{}, redisErr(ctx, "acquire", name, err)
+	}
+	info, err := conn.Info(ctx, "replication").Result()
+	if err != nil {
+		return grant{}, redisErr(ctx, "acquire", name, err)
+	}
+	online := onlineReplicas(info)
+	n := cfg.replicas
+	if n == replicasConnected {
+		n = online
+	} else if online < n {
+		return grant{}, fmt.Errorf("dlock: acquire %q: %w: %d of %d replicas connected", name, ErrNotReplicated, online, n)
+	}
+	call := sh.acquireCall(a)
+	run := func(eval bool) (*redis.Cmd, *redis.IntCmd) {
+		p := conn.Pipeline()
+		acq := call.queue(ctx, p, eval)
+		var wait *redis.IntCmd
+		if n > 0 {
+			wait = redis.NewIntCmd(ctx, "wait", n, ms(cfg.replWait))
+			_ = p.Process(ctx, wait)
+		}
+		_, _ = p.Exec(ctx) // errors are per command
+		return acq, wait
+	}
+	acq, wait := run(false)
+	if isNoScript(acq.Err()) {
+		acq, wait = run(true)
+	}
+	v, err := acq.Int64Slice()
+	if err != nil {
+		return grant{}, redisErr(ctx, "acquire", name, err)
+	}
+	g, err := parseGrant(v)
+	if err != nil {
+		return grant{}, fmt.Errorf("dlock: acquire %q: %w", name, err)
+	}
+	if !g.ok || wait == nil {
+		return g, nil
+	}
+	acks, err := wait.Result()
+	if err == nil && acks >= int64(n) {
+		return g, nil
+	}
+	// Undo this acquisition (for a re-entry: this one hold only).
+	_, _ = sh.ops(a).release(context.WithoutCancel(ctx), newOpID())
+	if err != nil {
+		return grant{}, fmt.Errorf("dlock: acquire %q: %w: %v", name, ErrNotReplicated, err)
+	}
+	return grant{}, fmt.Errorf("dlock: acquire %q: %w: %d of %d replicas acknowledged within %v", name, ErrNotReplicated, acks, n, cfg.replWait)
+}
+
+// masterFor returns a client whose pipelines run on one connection to the
+// master serving key.
+func (c *Client) masterFor(ctx context.Context, key string) (*redis.Client, error) {
+	switch r := c.rdb.(type) {
+	case *redis.Client:
+		return r, nil
+	case *redis.ClusterClient:
+		return r.MasterForKey(ctx, key)
+	}
+	return nil, fmt.Errorf("%w: ReplicaAck needs a standalone, failover or cluster client, not %T", ErrInvalidArgument, c.rdb)
+}
+
+// onlineReplicas counts the replicas in state=online in INFO replication.
+func onlineReplicas(info string) int {
+	n := 0
+	for _, line := range strings.Split(info, "\n") {
+		if strings.HasPrefix(line, "slave") && strings.Contains(line, "state=online") {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,65 @@
+package dlock
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+// Scripts are immutable after package initialisation; each carries its SHA1
+// and runs by EVALSHA, falling back to EVAL when the server answers NOSCRIPT
+// (a restarted server, SCRIPT FLUSH, a failover).
+var (
+	mutexAcquire = granting("mutex_acquire.lua")
+	mutexRelease = plain("mutex_release.lua")
+	mutexExtend  = plain("mutex_extend.lua")
+	lockAcquire  = granting("lock_acquire.lua")
+	lockRelease  = plain("lock_release.lua")
+	lockExtend   = plain("lock_extend.lua")
+)
+
+func readLua(name string) string {
+	b, err := luaFiles.ReadFile("lua/" + name)
+	if err != nil {
+		panic(err) // embedded at build time: a missing file is a build error
+	}
+	return string(b)
+}
+
+// plain is a script used as it is.
+func plain(name string) *redis.Script { return redis.NewScript(readLua(name)) }
+
+// granting is a script that grants locks: fence.lua (next_fence) is prepended.
+func granting(name string) *redis.Script {
+	return redis.NewScript(readLua("fence.lua") + "\n" + readLua(name))
+}
+
+// isNoScript reports whether err is Redis's NOSCRIPT reply.
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// redisErr wraps an error from Redis for operation op on lock name: WRONGTYPE
+// becomes ErrWrongType, a cancelled or expired ctx keeps its ctx.Err().
+func redisErr(ctx context.Context, op, name string, err error) error {
+	switch {
+	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || isTimeout(err)):
+		return fmt.Errorf("dlock: %s %q: %w", op, name, ctx.Err())
+	case strings.HasPrefix(err.Error(), "WRONGTYPE"):
+		return fmt.Errorf("dlock: %s %q: %w: %v", op, name, ErrWrongType, err)
+	default:
+		return fmt.Errorf("dlock: %s %q: %w", op, name, err)
+	}
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}

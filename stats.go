@@ -1,0 +1,19 @@
+package dlock
+
+// Stats is a snapshot of a Client's own bookkeeping.
+type Stats struct {
+	Holds             int   // locks held through this Client (reentrant holds count once)
+	Watched           int   // of those, kept by the watchdog
+	RenewalRoundTrips int64 // pipelines the watchdog has sent since New
+}
+
+// Stats returns a snapshot of the Client's bookkeeping.
+func (c *Client) Stats() Stats {
+	c.mu.Lock()
+	n := len(c.holds)
+	c.mu.Unlock()
+	c.wd.mu.Lock()
+	w := len(c.wd.holds)
+	c.wd.mu.Unlock()
+	return Stats{Holds: n, Watched: w, RenewalRoundTrips: c.wd.roundTrips.Load()}
+}

@@ -1,0 +1,42 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// unlockTimeout bounds the release that Do sends after the section.
+const unlockTimeout = 5 * time.Second
+
+// Do runs fn under locker: it acquires with opts, runs fn with the lease's
+// Context and the Lease, and always releases (also when fn panics; the panic
+// goes on after the release). It returns fn's error joined with the release's:
+// if the lock was lost at any point, the result wraps ErrLockLost even when
+// fn returned nil, so a section that ran without exclusivity never looks
+// like a success. If the lock is not acquired, fn does not run and the
+// acquire error (ErrNotAcquired, ctx.Err(), ...) is returned.
+func Do(ctx context.Context, locker Locker, fn func(ctx context.Context, l *Lease) error, opts ...Option) error {
+	if locker == nil || fn == nil {
+		return fmt.Errorf("dlock: do: %w: nil locker or function", ErrInvalidArgument)
+	}
+	l, err := locker.Acquire(ctx, opts...)
+	if err != nil {
+		return err
+	}
+	unlock := func() error {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
+		defer cancel()
+		return l.Unlock(uctx)
+	}
+	ran := false
+	defer func() {
+		if !ran {
+			_ = unlock()
+		}
+	}()
+	ferr := fn(l.Context(), l)
+	ran = true
+	return errors.Join(ferr, unlock())
+}
