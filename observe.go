@@ -66,8 +66,9 @@ type LostEvent struct {
 type RenewalEvent struct {
 	Shape, Name string
 	OK          bool
-	Renewals    int   // successful renewals of this hold so far
-	Err         error // a transient error (OK false, the lease not lost yet)
+	Held        time.Duration // since the grant
+	Renewals    int           // successful renewals of this hold so far
+	Err         error         // a transient error (OK false, the lease not lost yet)
 }
 
 type nopObserver struct{}

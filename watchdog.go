@@ -147,11 +147,11 @@ func (w *watchdog) settle(h *hold, sent time.Time, err error) {
 		h.mu.Lock()
 		n := h.renewals
 		h.mu.Unlock()
-		w.c.observer.ObserveRenewal(RenewalEvent{Shape: h.shape, Name: h.name, OK: true, Renewals: n})
+		w.c.observer.ObserveRenewal(RenewalEvent{Shape: h.shape, Name: h.name, OK: true, Held: time.Since(h.since), Renewals: n})
 	case err == errNotOurs:
 		h.lose(LostDeletedOrTaken)
 	default:
-		w.c.observer.ObserveRenewal(RenewalEvent{Shape: h.shape, Name: h.name, Err: err})
+		w.c.observer.ObserveRenewal(RenewalEvent{Shape: h.shape, Name: h.name, Held: time.Since(h.since), Err: err})
 		if w.c.logger != nil {
 			w.c.logger.Debug("dlock: renewal failed", "shape", h.shape, "name", h.name, "err", err)
 		}
