@@ -1,0 +1,193 @@
+package dlock_test
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/internal/redistest"
+)
+
+// The physical floor of an uncontended acquire+release is two round trips:
+// BenchmarkPingPing measures two PINGs on the same client in the same run.
+func BenchmarkPingPing(b *testing.B) {
+	rdb := redistest.Client(b, redistest.Start(b))
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		rdb.Ping(ctx)
+		rdb.Ping(ctx)
+	}
+}
+
+// Uncontended acquire+release, one goroutine.
+func BenchmarkUncontended(b *testing.B) {
+	rdb := redistest.Client(b, redistest.Start(b))
+	c := newClient(b, rdb)
+	ctx := context.Background()
+	for _, shape := range []string{"mutex", "lock"} {
+		b.Run(shape, func(b *testing.B) {
+			lk := lockers(c, "u-"+shape)[shape]
+			for b.Loop() {
+				l, err := lk.Acquire(ctx, dlock.Wait(0))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// contended runs b.N acquisitions spread over workers goroutines on names
+// drawn from names, and reports acquisitions/s, handoffs/s (grants to a
+// worker other than the previous holder of that name) and wait percentiles.
+func contended(b *testing.B, shape string, workers, names int) {
+	rdb := redistest.Client(b, redistest.Start(b))
+	c := newClient(b, rdb)
+	ctx := context.Background()
+	var next atomic.Int64
+	var mu sync.Mutex
+	last := make(map[string]int)
+	handoffs := 0
+	waits := make([]time.Duration, 0, b.N)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			my := make([]time.Duration, 0, b.N/workers+1)
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					break
+				}
+				name := "h:" + strconv.Itoa(int(i)%names)
+				t0 := time.Now()
+				l, err := lockers(c, name)[shape].Acquire(ctx, dlock.Wait(time.Minute))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				my = append(my, time.Since(t0))
+				mu.Lock()
+				if prev, ok := last[name]; ok && prev != w {
+					handoffs++
+				}
+				last[name] = w
+				mu.Unlock()
+				if err := l.Unlock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+			mu.Lock()
+			waits = append(waits, my...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start).Seconds()
+	b.StopTimer()
+	slices.Sort(waits)
+	if len(waits) > 0 {
+		b.ReportMetric(float64(len(waits))/el, "acq/s")
+		b.ReportMetric(float64(handoffs)/el, "handoffs/s")
+		b.ReportMetric(ms(waits[len(waits)/2]), "p50-ms")
+		b.ReportMetric(ms(waits[len(waits)*99/100]), "p99-ms")
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// 64 goroutines on one hot name.
+func BenchmarkHotKey64(b *testing.B) {
+	for _, shape := range []string{"mutex", "lock"} {
+		b.Run(shape, func(b *testing.B) { contended(b, shape, 64, 1) })
+	}
+}
+
+// 64 goroutines on 10 000 names.
+func BenchmarkSpread64(b *testing.B) {
+	for _, shape := range []string{"mutex", "lock"} {
+		b.Run(shape, func(b *testing.B) { contended(b, shape, 64, 10000) })
+	}
+}
+
+// Release-to-acquire latency of a waiter woken by pub/sub (lease 30 s, so the
+// TTL cannot be what wakes it).
+func BenchmarkHandoffLatency(b *testing.B) {
+	rdb := redistest.Client(b, redistest.Start(b))
+	a, w := newClient(b, rdb), newClient(b, rdb)
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		l, err := a.Mutex("handoff").Acquire(ctx, dlock.LeaseTime(30*time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := make(chan time.Time, 1)
+		go func() {
+			lw, err := w.Mutex("handoff").Acquire(ctx, dlock.Wait(10*time.Second))
+			if err != nil {
+				b.Error(err)
+				got <- time.Time{}
+				return
+			}
+			got <- time.Now()
+			_ = lw.Unlock(ctx)
+		}()
+		// let the waiter try once and subscribe
+		for n, _ := rdb.PubSubNumSub(ctx, "dlock:{handoff}:wake").Result(); n["dlock:{handoff}:wake"] == 0; n, _ = rdb.PubSubNumSub(ctx, "dlock:{handoff}:wake").Result() {
+			time.Sleep(100 * time.Microsecond)
+		}
+		time.Sleep(time.Millisecond)
+		released := time.Now()
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, (<-got).Sub(released))
+	}
+	slices.Sort(lat)
+	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+	b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
+	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
+}
+
+// The watchdog renews 10 000 held leases in ceil(N/batch) round trips a tick.
+func BenchmarkWatchdog10k(b *testing.B) {
+	const n = 10000
+	rdb := redistest.Client(b, redistest.Start(b))
+	c := newClient(b, rdb, dlock.WithWatchdogTimeout(3*time.Second))
+	ctx := context.Background()
+	leases := make([]*dlock.Lease, n)
+	for i := range leases {
+		l, err := c.Mutex("wd:"+strconv.Itoa(i)).Acquire(ctx, dlock.Wait(0))
+		if err != nil {
+			b.Fatal(err)
+		}
+		leases[i] = l
+	}
+	b.ResetTimer()
+	r0 := c.Stats().RenewalRoundTrips
+	t0 := time.Now()
+	for b.Loop() {
+		time.Sleep(time.Second) // one tick
+	}
+	ticks := time.Since(t0).Seconds()
+	b.ReportMetric(float64(c.Stats().RenewalRoundTrips-r0)/ticks, "roundtrips/tick")
+	b.ReportMetric(float64(n), "leases")
+	b.StopTimer()
+	for _, l := range leases {
+		_ = l.Unlock(ctx)
+	}
+}

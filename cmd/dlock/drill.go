@@ -1,0 +1,169 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/dlockgo/dlock/drill"
+	"github.com/spf13/cobra"
+)
+
+// drillFlags are the flags every drill takes.
+type drillFlags struct {
+	redis  string
+	json   bool
+	report string
+}
+
+func (f *drillFlags) register(c *cobra.Command) {
+	c.Flags().StringVar(&f.redis, "redis", "", "Redis URL (redis://host:port/db); default: an embedded server")
+	c.Flags().BoolVar(&f.json, "json", false, "print the figures as JSON")
+}
+
+// openRedis opens the drill's Redis and says which one on the first line.
+func (f *drillFlags) openRedis(c *cobra.Command) (*drill.Redis, error) {
+	r, err := drill.OpenRedis(c.Context(), f.redis)
+	if err != nil {
+		if errors.Is(err, drill.ErrUnreachable) || f.redis != "" {
+			return nil, usageError{err}
+		}
+		return nil, err
+	}
+	fmt.Fprintf(f.infoOut(c), "redis: %s\n", r.Kind)
+	return r, nil
+}
+
+// infoOut is where lines for people go: stdout, or stderr under --json.
+func (f *drillFlags) infoOut(c *cobra.Command) io.Writer {
+	if f.json {
+		return c.ErrOrStderr()
+	}
+	return c.OutOrStdout()
+}
+
+// printer is a drill result.
+type printer interface{ Print(io.Writer) }
+
+// output prints res as JSON or for people.
+func (f *drillFlags) output(c *cobra.Command, res printer) error {
+	if f.json {
+		e := json.NewEncoder(c.OutOrStdout())
+		e.SetIndent("", "  ")
+		return e.Encode(res)
+	}
+	fmt.Fprintln(c.OutOrStdout())
+	res.Print(c.OutOrStdout())
+	return nil
+}
+
+func newDrillCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "drill",
+		Short: "Run the failure drills of the articles and print what was measured",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			return usagef("drill: name a drill (see dlock drill --help)")
+		},
+	}
+	cmd.AddCommand(newMisdeleteCmd(), newLeaseCmd(), newContentionCmd())
+	return cmd
+}
+
+func newMisdeleteCmd() *cobra.Command {
+	var f drillFlags
+	var lease time.Duration
+	c := &cobra.Command{
+		Use:     "misdelete",
+		Short:   "A stalled holder deletes someone else's lock with GET-then-DEL; the Lua release does not (000 §3.1)",
+		Example: "  dlock drill misdelete\n  dlock drill misdelete --lease 1s --json",
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if lease <= 0 {
+				return usagef("--lease must be positive")
+			}
+			r, err := f.openRedis(c)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			res, err := drill.Misdelete(c.Context(), r, lease)
+			if err != nil {
+				return err
+			}
+			return f.output(c, res)
+		},
+	}
+	f.register(c)
+	c.Flags().DurationVar(&lease, "lease", 200*time.Millisecond, "A's lease")
+	return c
+}
+
+func newLeaseCmd() *cobra.Command {
+	var f drillFlags
+	var lease, work time.Duration
+	var scale float64
+	c := &cobra.Command{
+		Use:   "lease",
+		Short: "A lease shorter than the work: when the second holder gets in; then the watchdog (000 §3.5)",
+		Example: "  dlock drill lease                 # 5s lease vs 8s work, scaled by 0.1\n" +
+			"  dlock drill lease --scale 1       # the article's real 5s vs 8s",
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if lease <= 0 || work <= 0 || scale <= 0 {
+				return usagef("--lease, --work and --scale must be positive")
+			}
+			r, err := f.openRedis(c)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			res, err := drill.Lease(c.Context(), r, scaled(lease, scale), scaled(work, scale))
+			if err != nil {
+				return err
+			}
+			return f.output(c, res)
+		},
+	}
+	f.register(c)
+	c.Flags().DurationVar(&lease, "lease", 5*time.Second, "fixed lease (and watchdog timeout), before --scale")
+	c.Flags().DurationVar(&work, "work", 8*time.Second, "work inside the lock, before --scale")
+	c.Flags().Float64Var(&scale, "scale", 0.1, "multiply every duration by this")
+	return c
+}
+
+func newContentionCmd() *cobra.Command {
+	var f drillFlags
+	var workers, loops int
+	var work time.Duration
+	c := &cobra.Command{
+		Use:     "contention",
+		Short:   "Workers looping on one lock: the wait-time distribution (000 §3.5)",
+		Example: "  dlock drill contention\n  dlock drill contention --workers 8 --loops 500 --work 1ms --json",
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if workers < 1 || loops < 1 || work < 0 {
+				return usagef("--workers and --loops must be >= 1, --work >= 0")
+			}
+			r, err := f.openRedis(c)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			res, err := drill.Contention(c.Context(), r, workers, loops, work)
+			if err != nil {
+				return err
+			}
+			return f.output(c, res)
+		},
+	}
+	f.register(c)
+	c.Flags().IntVar(&workers, "workers", 2, "workers, each with its own client")
+	c.Flags().IntVar(&loops, "loops", 100, "acquisitions per worker")
+	c.Flags().DurationVar(&work, "work", 2*time.Millisecond, "time spent inside the lock")
+	return c
+}
+
+func scaled(d time.Duration, s float64) time.Duration { return time.Duration(float64(d) * s) }

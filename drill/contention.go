@@ -1,0 +1,153 @@
+package drill
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dlockgo/dlock"
+)
+
+// ContentionResult is what the contention drill (000 §3.5) measured.
+type ContentionResult struct {
+	Workers      int       `json:"workers"`
+	Loops        int       `json:"loops"`
+	WorkMS       float64   `json:"work_ms"`
+	Acquisitions int       `json:"acquisitions"`
+	P50MS        float64   `json:"p50_ms"`
+	P90MS        float64   `json:"p90_ms"`
+	P99MS        float64   `json:"p99_ms"`
+	MaxMS        float64   `json:"max_ms"`
+	Histogram    []Bucket  `json:"histogram"`
+	WaitsMS      []float64 `json:"-"`
+}
+
+// Contention runs workers × loops acquisitions of one lock, each worker its
+// own Client (as separate service instances would be), holding it for work,
+// and measures the time each acquisition waited.
+func Contention(ctx context.Context, r *Redis, workers, loops int, work time.Duration) (*ContentionResult, error) {
+	if workers < 1 || loops < 1 || work < 0 {
+		return nil, fmt.Errorf("workers and loops must be >= 1, work >= 0")
+	}
+	name := "drill:contention:" + randomID()
+	var mu sync.Mutex
+	var waits []time.Duration
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		rdb, err := r.Client()
+		if err != nil {
+			return nil, err
+		}
+		defer rdb.Close()
+		c, err := dlock.New(rdb, dlock.WithLabel(fmt.Sprintf("worker-%d", w)))
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			my := make([]time.Duration, 0, loops)
+			for i := 0; i < loops; i++ {
+				t0 := time.Now()
+				l, err := c.Lock(name).Acquire(ctx, dlock.Wait(time.Minute))
+				if err != nil {
+					errs <- err
+					return
+				}
+				my = append(my, time.Since(t0))
+				if err := sleep(ctx, work); err != nil {
+					errs <- err
+					return
+				}
+				if err := l.Unlock(context.WithoutCancel(ctx)); err != nil {
+					errs <- err
+					return
+				}
+			}
+			mu.Lock()
+			waits = append(waits, my...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		return nil, err
+	}
+	res := &ContentionResult{Workers: workers, Loops: loops, WorkMS: msf(work), Acquisitions: len(waits)}
+	slices.Sort(waits)
+	res.P50MS, res.P90MS = msf(pct(waits, 50)), msf(pct(waits, 90))
+	res.P99MS, res.MaxMS = msf(pct(waits, 99)), msf(waits[len(waits)-1])
+	res.Histogram = histogram(waits)
+	for _, d := range waits {
+		res.WaitsMS = append(res.WaitsMS, msf(d))
+	}
+	return res, nil
+}
+
+// pct returns the p-th percentile of sorted durations (nearest rank).
+func pct(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := (len(sorted)*p + 99) / 100
+	return sorted[max(0, min(len(sorted)-1, i-1))]
+}
+
+// Print writes the result for people, with the histogram.
+func (r *ContentionResult) Print(w io.Writer) {
+	fmt.Fprintf(w, "contention (000 §3.5): %d workers × %d loops on one lock, %.1f ms of work inside\n\n",
+		r.Workers, r.Loops, r.WorkMS)
+	printHistogram(w, r.Histogram)
+	fmt.Fprintf(w, "\nacquisitions %d   wait p50 %.2f ms   p90 %.2f ms   p99 %.2f ms   max %.2f ms\n",
+		r.Acquisitions, r.P50MS, r.P90MS, r.P99MS, r.MaxMS)
+}
+
+// Bucket is one bar of a wait-time histogram: waits in (LoMS, HiMS].
+type Bucket struct {
+	LoMS  float64 `json:"lo_ms"`
+	HiMS  float64 `json:"hi_ms"`
+	Count int     `json:"count"`
+}
+
+// histogram buckets durations on a 1-2-5 scale from 0.1 ms.
+func histogram(ds []time.Duration) []Bucket {
+	edges := []float64{0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 60000}
+	bs := make([]Bucket, len(edges))
+	lo := 0.0
+	for i, hi := range edges {
+		bs[i] = Bucket{LoMS: lo, HiMS: hi}
+		lo = hi
+	}
+	for _, d := range ds {
+		v := msf(d)
+		i, _ := slices.BinarySearch(edges, v)
+		bs[min(i, len(bs)-1)].Count++
+	}
+	// trim empty buckets at both ends
+	first, last := 0, len(bs)-1
+	for first < last && bs[first].Count == 0 {
+		first++
+	}
+	for last > first && bs[last].Count == 0 {
+		last--
+	}
+	return bs[first : last+1]
+}
+
+func printHistogram(w io.Writer, bs []Bucket) {
+	most := 1
+	for _, b := range bs {
+		most = max(most, b.Count)
+	}
+	for _, b := range bs {
+		bar := strings.Repeat("█", (b.Count*40+most-1)/most)
+		fmt.Fprintf(w, "  %7.1f – %7.1f ms │%-40s %d\n", b.LoMS, b.HiMS, bar, b.Count)
+	}
+}
