@@ -14,16 +14,16 @@ import (
 
 // ContentionResult is what the contention drill (000 §3.5) measured.
 type ContentionResult struct {
-	Workers      int       `json:"workers"`
-	Loops        int       `json:"loops"`
-	WorkMS       float64   `json:"work_ms"`
-	Acquisitions int       `json:"acquisitions"`
-	P50MS        float64   `json:"p50_ms"`
-	P90MS        float64   `json:"p90_ms"`
-	P99MS        float64   `json:"p99_ms"`
-	MaxMS        float64   `json:"max_ms"`
-	Histogram    []Bucket  `json:"histogram"`
-	WaitsMS      []float64 `json:"-"`
+	Workers      int      `json:"workers"`
+	Loops        int      `json:"loops"`
+	WorkMS       float64  `json:"work_ms"`
+	Acquisitions int      `json:"acquisitions"`
+	P50MS        float64  `json:"p50_ms"`
+	P90MS        float64  `json:"p90_ms"`
+	P99MS        float64  `json:"p99_ms"`
+	MaxMS        float64  `json:"max_ms"`
+	Histogram    []Bucket `json:"histogram"`
+	Spans        []Span   `json:"-"`
 }
 
 // Contention runs workers × loops acquisitions of one lock, each worker its
@@ -34,6 +34,7 @@ func Contention(ctx context.Context, r *Redis, workers, loops int, work time.Dur
 		return nil, fmt.Errorf("workers and loops must be >= 1, work >= 0")
 	}
 	name := "drill:contention:" + randomID()
+	tl := NewTimeline()
 	var mu sync.Mutex
 	var waits []time.Duration
 	errs := make(chan error, workers)
@@ -49,6 +50,7 @@ func Contention(ctx context.Context, r *Redis, workers, loops int, work time.Dur
 			return nil, err
 		}
 		defer c.Close()
+		who := fmt.Sprintf("worker-%d", w)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -61,10 +63,12 @@ func Contention(ctx context.Context, r *Redis, workers, loops int, work time.Dur
 					return
 				}
 				my = append(my, time.Since(t0))
+				span := tl.Begin("lock", who)
 				if err := sleep(ctx, work); err != nil {
 					errs <- err
 					return
 				}
+				tl.End(span)
 				if err := l.Unlock(context.WithoutCancel(ctx)); err != nil {
 					errs <- err
 					return
@@ -85,10 +89,22 @@ func Contention(ctx context.Context, r *Redis, workers, loops int, work time.Dur
 	res.P50MS, res.P90MS = msf(pct(waits, 50)), msf(pct(waits, 90))
 	res.P99MS, res.MaxMS = msf(pct(waits, 99)), msf(waits[len(waits)-1])
 	res.Histogram = histogram(waits)
-	for _, d := range waits {
-		res.WaitsMS = append(res.WaitsMS, msf(d))
-	}
+	res.Spans = tl.Spans()
 	return res, nil
+}
+
+// Report returns the drill's HTML report.
+func (r *ContentionResult) Report() *Report {
+	return &Report{
+		Title:     fmt.Sprintf("contention (000 §3.5): %d workers × %d loops on one lock", r.Workers, r.Loops),
+		Spans:     r.Spans,
+		Histogram: r.Histogram,
+		Figures: [][2]string{
+			{"acquisitions", fmt.Sprint(r.Acquisitions)},
+			{"work inside", fmt.Sprintf("%.1f ms", r.WorkMS)},
+			{"wait p50 / p90 / p99 / max", fmt.Sprintf("%.2f / %.2f / %.2f / %.2f ms", r.P50MS, r.P90MS, r.P99MS, r.MaxMS)},
+		},
+	}
 }
 
 // pct returns the p-th percentile of sorted durations (nearest rank).

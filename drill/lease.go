@@ -24,6 +24,7 @@ type LeaseResult struct {
 	Renewals              int64   `json:"renewals"`
 	Fixed                 []Event `json:"fixed_lease_timeline"`
 	Watchdog              []Event `json:"watchdog_timeline"`
+	Spans                 []Span  `json:"spans"`
 }
 
 // Lease runs 000 §3.5's experiment: a fixed lease shorter than the work
@@ -56,16 +57,21 @@ func Lease(ctx context.Context, r *Redis, lease, work time.Duration) (*LeaseResu
 	defer cb.Close()
 
 	tl := NewTimeline()
+	const fixedLane, wdLane = "fixed lease", "watchdog"
 	la, err := ca.Lock(name).Acquire(ctx, dlock.LeaseTime(lease), dlock.Wait(0))
 	if err != nil {
 		return nil, fmt.Errorf("A: %w", err)
 	}
+	spanA := tl.Begin(fixedLane, "A")
 	tl.Add("A", fmt.Sprintf("acquired with a fixed lease of %v; starts %v of work", lease, work))
 	entered := make(chan error, 1)
 	go func() {
 		lb, err := cb.Lock(name).Acquire(ctx, dlock.Wait(work+lease))
 		if err == nil {
 			res.SecondHolderEnteredMS = msf(tl.Add("B", "acquired: now two workers are inside"))
+			span := tl.Begin(fixedLane, "B")
+			_ = sleep(ctx, lease/5) // B's own (short) work
+			tl.End(span)
 			_ = lb.Unlock(context.WithoutCancel(ctx))
 		}
 		entered <- err
@@ -80,6 +86,7 @@ func Lease(ctx context.Context, r *Redis, lease, work time.Duration) (*LeaseResu
 	if err := sleep(ctx, work-tl.Since()); err != nil && ctx.Err() != nil {
 		return nil, err
 	}
+	tl.End(spanA)
 	uerr := la.Unlock(context.WithoutCancel(ctx))
 	if uerr != nil {
 		res.FirstUnlockError = uerr.Error()
@@ -92,25 +99,31 @@ func Lease(ctx context.Context, r *Redis, lease, work time.Duration) (*LeaseResu
 
 	// Watchdog.
 	name += ":wd"
-	tl = NewTimeline()
+	mark := len(tl.Events())
+	t0 := tl.Since()
 	la, err = ca.Lock(name).Acquire(ctx, dlock.Wait(0))
 	if err != nil {
 		return nil, fmt.Errorf("A (watchdog): %w", err)
 	}
+	spanA = tl.Begin(wdLane, "A")
 	before := renewals.n.Load()
 	tl.Add("A", fmt.Sprintf("acquired, watchdog timeout %v (renewal every %v); starts %v of work", lease, (lease/3).Round(time.Millisecond), work))
 	go func() {
 		lb, err := cb.Lock(name).Acquire(ctx, dlock.Wait(2*work+lease))
 		if err == nil {
-			res.WatchdogLockLivedMS = msf(tl.Add("B", "acquired"))
+			res.WatchdogLockLivedMS = msf(tl.Add("B", "acquired") - t0)
+			span := tl.Begin(wdLane, "B")
+			_ = sleep(ctx, lease/5)
+			tl.End(span)
 			_ = lb.Unlock(context.WithoutCancel(ctx))
 		}
 		entered <- err
 	}()
-	if err := sleep(ctx, work); err != nil {
+	if err := sleep(ctx, work-(tl.Since()-t0)); err != nil {
 		return nil, err
 	}
 	res.Renewals = renewals.n.Load() - before
+	tl.End(spanA)
 	uerr = la.Unlock(context.WithoutCancel(ctx))
 	tl.Add("A", fmt.Sprintf("work done after %d renewals, Unlock: %v", res.Renewals, errText(uerr)))
 	if uerr != nil {
@@ -119,8 +132,24 @@ func Lease(ctx context.Context, r *Redis, lease, work time.Duration) (*LeaseResu
 	if err := <-entered; err != nil {
 		return nil, fmt.Errorf("B (watchdog): %w", err)
 	}
-	res.Watchdog = tl.Events()
+	res.Watchdog = tl.Events()[mark:]
+	res.Spans = tl.Spans()
 	return res, nil
+}
+
+// Report returns the drill's HTML report.
+func (r *LeaseResult) Report() *Report {
+	return &Report{
+		Title: "lease (000 §3.5): a lease shorter than the work, then the watchdog",
+		Spans: r.Spans,
+		Marks: []Mark{{AtMS: r.FirstNotifiedLostMS, Label: "A told: lost"}},
+		Figures: [][2]string{
+			{"lease / work", fmt.Sprintf("%.0f ms / %.0f ms", r.LeaseMS, r.WorkMS)},
+			{"second holder entered at", fmt.Sprintf("%.1f ms", r.SecondHolderEnteredMS)},
+			{"first told it lost at", fmt.Sprintf("%.1f ms", r.FirstNotifiedLostMS)},
+			{"watchdog: lock lived", fmt.Sprintf("%.1f ms, %d renewals", r.WatchdogLockLivedMS, r.Renewals)},
+		},
+	}
 }
 
 // Print writes the result for people.

@@ -19,6 +19,7 @@ type MisdeleteResult struct {
 	SafeUnlockError         string  `json:"safe_unlock_error"`
 	Naive                   []Event `json:"naive_timeline"`
 	Safe                    []Event `json:"safe_timeline"`
+	Spans                   []Span  `json:"spans"`
 }
 
 // Misdelete replays 000 §3.1's timeline twice. A takes the lock with a short
@@ -38,9 +39,11 @@ func Misdelete(ctx context.Context, r *Redis, lease time.Duration) (*MisdeleteRe
 	// Naive: SET NX PX to acquire, GET then DEL to release.
 	key := "naive:{" + name + "}"
 	tl := NewTimeline()
+	const naiveLane, safeLane = "GET then DEL", "Lua release"
 	if ok, err := rdb.SetNX(ctx, key, "token-A", lease).Result(); err != nil || !ok {
 		return nil, fmt.Errorf("naive: A could not acquire: %v", err)
 	}
+	spanA := tl.Begin(naiveLane, "A")
 	tl.Add("A", fmt.Sprintf("SET NX PX %d: acquired", lease.Milliseconds()))
 	v, err := rdb.Get(ctx, key).Result()
 	if err != nil {
@@ -53,11 +56,13 @@ func Misdelete(ctx context.Context, r *Redis, lease time.Duration) (*MisdeleteRe
 	if ok, err := rdb.SetNX(ctx, key, "token-B", 10*lease).Result(); err != nil || !ok {
 		return nil, fmt.Errorf("naive: B could not acquire the expired lock: %v", err)
 	}
+	spanB := tl.Begin(naiveLane, "B")
 	tl.Add("B", "SET NX PX: acquired (A's lease had expired)")
 	n, err := rdb.Del(ctx, key).Result()
 	if err != nil {
 		return nil, err
 	}
+	tl.End(spanA)
 	tl.Add("A", fmt.Sprintf("resumes, DEL: %d key deleted (A believes it released its own lock)", n))
 	after, err := rdb.Get(ctx, key).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -65,8 +70,10 @@ func Misdelete(ctx context.Context, r *Redis, lease time.Duration) (*MisdeleteRe
 	}
 	res.NaiveDeletedForeignLock = after != "token-B"
 	if ok, _ := rdb.SetNX(ctx, key, "token-C", lease).Result(); ok {
+		tl.End(tl.Begin(naiveLane, "C"))
 		tl.Add("C", "SET NX PX: acquired while B is still inside: two holders")
 	}
+	tl.End(spanB)
 	rdb.Del(ctx, key)
 	res.Naive = tl.Events()
 
@@ -81,11 +88,12 @@ func Misdelete(ctx context.Context, r *Redis, lease time.Duration) (*MisdeleteRe
 		return nil, err
 	}
 	defer cb.Close()
-	tl = NewTimeline()
 	la, err := ca.Mutex(name).Acquire(ctx, dlock.LeaseTime(lease), dlock.Wait(0))
 	if err != nil {
 		return nil, fmt.Errorf("safe: A: %w", err)
 	}
+	spanA = tl.Begin(safeLane, "A")
+	context.AfterFunc(la.Context(), func() { tl.End(spanA) })
 	tl.Add("A", fmt.Sprintf("acquired, lease %v, token %d", lease, la.Token()))
 	if err := la.Verify(ctx); err != nil {
 		return nil, err
@@ -102,6 +110,7 @@ func Misdelete(ctx context.Context, r *Redis, lease time.Duration) (*MisdeleteRe
 		return nil, fmt.Errorf("safe: B: %w", err)
 	}
 	defer lb.Unlock(context.WithoutCancel(ctx))
+	spanB = tl.Begin(safeLane, "B")
 	tl.Add("B", fmt.Sprintf("acquired, token %d", lb.Token()))
 	uerr := la.Unlock(ctx)
 	if uerr == nil {
@@ -116,8 +125,24 @@ func Misdelete(ctx context.Context, r *Redis, lease time.Duration) (*MisdeleteRe
 	} else {
 		tl.Add("B", "Verify: "+verr.Error())
 	}
-	res.Safe = tl.Events()
+	tl.End(spanB)
+	res.Safe = tl.Events()[len(res.Naive):]
+	res.Spans = tl.Spans()
 	return res, nil
+}
+
+// Report returns the drill's HTML report.
+func (r *MisdeleteResult) Report() *Report {
+	return &Report{
+		Title: "misdelete (000 §3.1): GET-then-DEL vs Lua compare-and-delete",
+		Spans: r.Spans,
+		Figures: [][2]string{
+			{"lease", fmt.Sprintf("%.0f ms", r.LeaseMS)},
+			{"GET-then-DEL deleted the foreign lock", fmt.Sprint(r.NaiveDeletedForeignLock)},
+			{"Lua release deleted the foreign lock", fmt.Sprint(r.SafeDeletedForeignLock)},
+			{"A's Unlock with the Lua release", r.SafeUnlockError},
+		},
+	}
 }
 
 // Print writes the result for people.

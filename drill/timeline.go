@@ -10,6 +10,8 @@ type Timeline struct {
 	start  time.Time
 	mu     sync.Mutex
 	events []Event
+	spans  []Span
+	open   []bool
 }
 
 // Event is one line of a Timeline.
@@ -42,3 +44,43 @@ func (t *Timeline) Events() []Event {
 }
 
 func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Begin records who entering lane now and returns the span's index for End.
+func (t *Timeline) Begin(lane, who string) int {
+	at := msf(time.Since(t.start))
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.spans = append(t.spans, Span{Lane: lane, Who: who, StartMS: at, EndMS: at})
+	t.open = append(t.open, true)
+	return len(t.spans) - 1
+}
+
+// End records the span i's holder leaving now.
+func (t *Timeline) End(i int) {
+	at := msf(time.Since(t.start))
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.spans[i].EndMS, t.open[i] = at, false
+}
+
+// Spans returns the spans (open ones end now), each marked Bad when it
+// overlapped another span of its lane.
+func (t *Timeline) Spans() []Span {
+	now := msf(time.Since(t.start))
+	t.mu.Lock()
+	out := append([]Span(nil), t.spans...)
+	for i := range out {
+		if t.open[i] {
+			out[i].EndMS = now
+		}
+	}
+	t.mu.Unlock()
+	for i := range out {
+		for j := range out {
+			if i != j && out[i].Lane == out[j].Lane && out[i].StartMS < out[j].EndMS && out[j].StartMS < out[i].EndMS {
+				out[i].Bad = true
+			}
+		}
+	}
+	return out
+}

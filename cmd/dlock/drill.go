@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/dlockgo/dlock/drill"
@@ -21,6 +22,7 @@ type drillFlags struct {
 func (f *drillFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.redis, "redis", "", "Redis URL (redis://host:port/db); default: an embedded server")
 	c.Flags().BoolVar(&f.json, "json", false, "print the figures as JSON")
+	c.Flags().StringVar(&f.report, "report", "", "also write a self-contained HTML report to this file")
 }
 
 // openRedis opens the drill's Redis and says which one on the first line.
@@ -44,11 +46,20 @@ func (f *drillFlags) infoOut(c *cobra.Command) io.Writer {
 	return c.OutOrStdout()
 }
 
-// printer is a drill result.
-type printer interface{ Print(io.Writer) }
+// result is a drill's result.
+type result interface {
+	Print(io.Writer)
+	Report() *drill.Report
+}
 
-// output prints res as JSON or for people.
-func (f *drillFlags) output(c *cobra.Command, res printer) error {
+// output prints res as JSON or for people, and writes the HTML report.
+func (f *drillFlags) output(c *cobra.Command, res result) error {
+	if f.report != "" {
+		if err := writeReport(f.report, res.Report()); err != nil {
+			return err
+		}
+		fmt.Fprintf(f.infoOut(c), "report: %s\n", f.report)
+	}
 	if f.json {
 		e := json.NewEncoder(c.OutOrStdout())
 		e.SetIndent("", "  ")
@@ -164,6 +175,18 @@ func newContentionCmd() *cobra.Command {
 	c.Flags().IntVar(&loops, "loops", 100, "acquisitions per worker")
 	c.Flags().DurationVar(&work, "work", 2*time.Millisecond, "time spent inside the lock")
 	return c
+}
+
+func writeReport(path string, r *drill.Report) error {
+	fh, err := os.Create(path)
+	if err != nil {
+		return usageError{err}
+	}
+	if err := r.WriteHTML(fh); err != nil {
+		fh.Close()
+		return err
+	}
+	return fh.Close()
 }
 
 func scaled(d time.Duration, s float64) time.Duration { return time.Duration(float64(d) * s) }
