@@ -40,7 +40,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 
 const (
 	svgWidth  = 960.0
-	laneH     = 18.0
+	laneH     = 26.0
 	labelW    = 120.0
 	maxLanes  = 60
 	histH     = 160.0
@@ -102,13 +102,17 @@ func (r *Report) layout() layout {
 	for i, n := range names {
 		l.Lanes = append(l.Lanes, laneLabel{Y: float64(i)*laneH + 30 + laneH*0.7, Name: n})
 	}
+	whos := map[string]int{} // each holder its own row inside a lane, so overlaps show
 	for _, s := range r.Spans {
 		i := lanes[s.Lane]
 		if i >= maxLanes {
 			continue
 		}
+		if _, ok := whos[s.Who]; !ok {
+			whos[s.Who] = len(whos)
+		}
 		l.Spans = append(l.Spans, laidSpan{
-			X: labelW + s.StartMS*scale, Y: float64(i)*laneH + 30, W: max((s.EndMS-s.StartMS)*scale, 1),
+			X: labelW + s.StartMS*scale, Y: float64(i)*laneH + 30 + float64(whos[s.Who]%3)*7, W: max((s.EndMS-s.StartMS)*scale, 1),
 			Who: s.Who, Bad: s.Bad,
 			Tip: fmt.Sprintf("%s on %s: %.1f – %.1f ms", s.Who, s.Lane, s.StartMS, s.EndMS),
 		})
@@ -149,7 +153,7 @@ text{font-size:11px;fill:#333}
 {{if .HasTL}}<h2>Who held the lock, over time (ms)</h2>
 <svg xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="{{.Height}}">
 {{range .Lanes}}<text x="4" y="{{.Y}}">{{.Name}}</text>{{end}}
-{{range .Spans}}<rect x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="14" class="{{if .Bad}}bad{{else}}ok{{end}}"><title>{{.Tip}}</title></rect>{{end}}
+{{range .Spans}}<rect x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="9" class="{{if .Bad}}bad{{else}}ok{{end}}"><title>{{.Tip}}</title></rect>{{if gt .W 30.0}}<text x="{{.X}}" y="{{.Y}}" dx="2" dy="8" style="font-size:8px;fill:#fff">{{.Who}}</text>{{end}}{{end}}
 {{range .Marks}}<line x1="{{.X}}" x2="{{.X}}" y1="14" y2="{{$.Height}}" class="mark"/><text x="{{.X}}" y="12">{{.Label}}</text>{{end}}
 <text x="120" y="{{.Height}}">0</text><text x="{{.Width}}" y="{{.Height}}" text-anchor="end">{{printf "%.0f" .EndMS}} ms</text>
 </svg>
