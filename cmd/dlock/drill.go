@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"time"
 
 	"github.com/dlockgo/dlock/drill"
@@ -79,7 +81,7 @@ func newDrillCmd() *cobra.Command {
 			return usagef("drill: name a drill (see dlock drill --help)")
 		},
 	}
-	cmd.AddCommand(newMisdeleteCmd(), newLeaseCmd(), newContentionCmd())
+	cmd.AddCommand(newMisdeleteCmd(), newLeaseCmd(), newContentionCmd(), newPauseCmd(), newPauseHolderCmd())
 	return cmd
 }
 
@@ -190,3 +192,67 @@ func writeReport(path string, r *drill.Report) error {
 }
 
 func scaled(d time.Duration, s float64) time.Duration { return time.Duration(float64(d) * s) }
+
+func newPauseCmd() *cobra.Command {
+	var f drillFlags
+	var lease time.Duration
+	c := &cobra.Command{
+		Use:     "pause",
+		Short:   "A holder frozen (SIGSTOP) past its lease writes after another took the lock: fencing rejects it (002 §4.1)",
+		Example: "  dlock drill pause\n  dlock drill pause --lease 1s --json",
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if lease <= 0 {
+				return usagef("--lease must be positive")
+			}
+			r, err := f.openRedis(c)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			res, err := drill.Pause(c.Context(), r, drill.PauseOptions{Lease: lease, Spawn: spawnSelf("drill", "pause-holder")})
+			if err != nil {
+				return err
+			}
+			return f.output(c, res)
+		},
+	}
+	f.register(c)
+	c.Flags().DurationVar(&lease, "lease", 300*time.Millisecond, "the frozen holder's lease")
+	return c
+}
+
+// newPauseHolderCmd is the child process of the pause drill.
+func newPauseHolderCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "pause-holder REDIS-URL NAME KEY LEASE",
+		Hidden: true,
+		Args:   cobra.ExactArgs(4),
+		RunE: func(c *cobra.Command, args []string) error {
+			a, err := drill.ParsePauseHolderArgs(args)
+			if err != nil {
+				return usageError{err}
+			}
+			return drill.PauseHolder(c.Context(), a, c.InOrStdin(), c.OutOrStdout())
+		},
+	}
+}
+
+// spawnSelf returns a Spawn function that runs this same executable with
+// the given leading arguments.
+func spawnSelf(lead ...string) func(ctx context.Context, args []string) *exec.Cmd {
+	return func(ctx context.Context, args []string) *exec.Cmd {
+		self, err := os.Executable()
+		if err != nil {
+			self = os.Args[0]
+		}
+		cmd := exec.CommandContext(ctx, self, append(append([]string(nil), lead...), args...)...)
+		cmd.Env = append(os.Environ(), runMainEnv+"=1")
+		cmd.Stderr = os.Stderr
+		return cmd
+	}
+}
+
+// runMainEnv makes a test binary behave as the dlock command (see TestMain),
+// so drills can re-execute themselves under go test.
+const runMainEnv = "DLOCK_RUN_MAIN"

@@ -4,13 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" { // a child process of a drill
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // dlock runs the command in-process and returns its exit code and output.
 func dlock(t *testing.T, args ...string) (int, string, string) {
@@ -59,5 +65,24 @@ func TestBadInput(t *testing.T) {
 		if lines := strings.Count(strings.TrimSpace(stderr), "\n"); lines > 0 {
 			t.Errorf("%v: want a one-line error, got %q", args, stderr)
 		}
+	}
+}
+
+func TestDrillPause(t *testing.T) {
+	code, out, stderr := dlock(t, "drill", "pause", "--lease", "200ms", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var res struct {
+		Rejected  bool    `json:"paused_holder_write_rejected"`
+		Clobbered bool    `json:"unfenced_write_overwrote"`
+		Overlap   float64 `json:"overlap_ms"`
+		Paused    float64 `json:"paused_for_ms"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if !res.Rejected || !res.Clobbered || res.Overlap <= 0 || res.Paused < 200 {
+		t.Fatalf("pause figures %+v", res)
 	}
 }

@@ -1,0 +1,281 @@
+package drill
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/fence"
+	"github.com/redis/go-redis/v9"
+)
+
+// PauseResult is what the pause drill (002 §4.1, Kleppmann's GC pause) measured.
+type PauseResult struct {
+	LeaseMS                   float64 `json:"lease_ms"`
+	PausedForMS               float64 `json:"paused_for_ms"`
+	PausedHolderToken         int64   `json:"paused_holder_token"`
+	SecondHolderToken         int64   `json:"second_holder_token"`
+	SecondHolderEnteredMS     float64 `json:"second_holder_entered_ms"`
+	PausedHolderWriteRejected bool    `json:"paused_holder_write_rejected"`
+	UnfencedWriteOverwrote    bool    `json:"unfenced_write_overwrote"`
+	OverlapMS                 float64 `json:"overlap_ms"`
+	Timeline                  []Event `json:"timeline"`
+	Spans                     []Span  `json:"spans"`
+}
+
+// PauseOptions configure the pause drill.
+type PauseOptions struct {
+	Lease time.Duration
+	// Spawn returns the command that runs PauseHolder in a child process
+	// with args (see PauseHolderArgs); the drill pipes its stdin and stdout.
+	Spawn func(ctx context.Context, args []string) *exec.Cmd
+}
+
+// PauseHolderArgs are the arguments Pause passes to Spawn, in order:
+// redis URL, lock name, data key, lease.
+type PauseHolderArgs struct {
+	RedisURL, Name, Key string
+	Lease               time.Duration
+}
+
+func (a PauseHolderArgs) list() []string {
+	return []string{a.RedisURL, a.Name, a.Key, a.Lease.String()}
+}
+
+// ParsePauseHolderArgs reads what Pause passed to Spawn.
+func ParsePauseHolderArgs(args []string) (PauseHolderArgs, error) {
+	if len(args) != 4 {
+		return PauseHolderArgs{}, fmt.Errorf("pause holder: want 4 arguments, got %d", len(args))
+	}
+	d, err := time.ParseDuration(args[3])
+	if err != nil {
+		return PauseHolderArgs{}, err
+	}
+	return PauseHolderArgs{RedisURL: args[0], Name: args[1], Key: args[2], Lease: d}, nil
+}
+
+// Pause runs the pause drill: a holder in a child process takes the lock
+// with a fixed lease, checks it (Verify), and is frozen with SIGSTOP for
+// twice the lease; meanwhile a second holder takes the expired lock and
+// writes; then the first is resumed with SIGCONT and writes too — once
+// through a fenced write (rejected: its token is older) and once through a
+// plain SET (it clobbers the second holder's data).
+func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) {
+	if o.Lease <= 0 || o.Spawn == nil {
+		return nil, errors.New("pause: lease must be positive and Spawn set")
+	}
+	rdb, err := r.Client()
+	if err != nil {
+		return nil, err
+	}
+	defer rdb.Close()
+	id := randomID()
+	args := PauseHolderArgs{RedisURL: r.URL, Name: "drill:pause:" + id, Key: "drill:pause:data:" + id, Lease: o.Lease}
+	defer rdb.Del(context.WithoutCancel(ctx), args.Key+":fenced", args.Key+":plain")
+	res := &PauseResult{LeaseMS: msf(o.Lease)}
+	tl := NewTimeline()
+
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd := o.Spawn(cctx, args.list())
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("pause: start the holder process: %w", err)
+	}
+	pid := cmd.Process.Pid
+	defer func() {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+		cancel()
+		_ = cmd.Wait()
+	}()
+	lines := bufio.NewScanner(stdout)
+	line, err := readLine(ctx, lines, 10*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("pause: holder process: %w", err)
+	}
+	tok, ok := strings.CutPrefix(line, "ready ")
+	if !ok {
+		return nil, fmt.Errorf("pause: holder process said %q", line)
+	}
+	res.PausedHolderToken, _ = strconv.ParseInt(tok, 10, 64)
+	spanA := tl.Begin("lock", "A")
+	tl.Add("A", fmt.Sprintf("(pid %d) acquired, lease %v, token %d; Verify: mine", pid, o.Lease, res.PausedHolderToken))
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return nil, err
+	}
+	paused := tl.Since()
+	tl.Add("A", "SIGSTOP: frozen (a stop-the-world GC pause) before its write")
+
+	cb, err := dlock.New(rdb, dlock.WithLabel("B"))
+	if err != nil {
+		return nil, err
+	}
+	defer cb.Close()
+	lb, err := cb.Mutex(args.Name).Acquire(ctx, dlock.Wait(3*o.Lease))
+	if err != nil {
+		return nil, fmt.Errorf("pause: second holder: %w", err)
+	}
+	res.SecondHolderToken = lb.Token()
+	entered := tl.Add("B", fmt.Sprintf("acquired the expired lock, token %d", lb.Token()))
+	spanB := tl.Begin("lock", "B")
+	res.SecondHolderEnteredMS = msf(entered)
+	if err := fence.Set(ctx, rdb, args.Key+":fenced", "written by B", lb.Token(), 0); err != nil {
+		return nil, err
+	}
+	if err := rdb.Set(ctx, args.Key+":plain", "written by B", 0).Err(); err != nil {
+		return nil, err
+	}
+	tl.Add("B", "wrote both records")
+
+	if err := sleep(ctx, 2*o.Lease-(tl.Since()-paused)); err != nil {
+		return nil, err
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		return nil, err
+	}
+	res.PausedForMS = msf(tl.Since() - paused)
+	tl.Add("A", fmt.Sprintf("SIGCONT after %.0f ms: resumes and writes, believing it still holds the lock", res.PausedForMS))
+	if _, err := io.WriteString(stdin, "write\n"); err != nil {
+		return nil, err
+	}
+	for i := 0; i < 2; i++ {
+		line, err := readLine(ctx, lines, 10*time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("pause: holder process: %w", err)
+		}
+		switch line {
+		case "fenced stale":
+			res.PausedHolderWriteRejected = true
+			tl.Add("A", "fenced write: rejected, token older than one the storage has seen")
+		case "fenced ok":
+			tl.Add("A", "fenced write: accepted")
+		case "plain ok":
+			res.OverlapMS = msf(tl.Since() - entered)
+			tl.End(spanA)
+			tl.Add("A", "plain SET: done, B's record overwritten")
+		default:
+			return nil, fmt.Errorf("pause: holder process said %q", line)
+		}
+	}
+	plain, err := rdb.Get(ctx, args.Key+":plain").Result()
+	if err != nil {
+		return nil, err
+	}
+	res.UnfencedWriteOverwrote = plain != "written by B"
+	if v, _, err := fence.Get(ctx, rdb, args.Key+":fenced"); err != nil || v != "written by B" {
+		return nil, fmt.Errorf("pause: fenced record = %q, %v; want B's", v, err)
+	}
+	tl.End(spanB)
+	if err := lb.Unlock(ctx); err != nil {
+		return nil, err
+	}
+	tl.Add("B", "unlocked")
+	res.Timeline, res.Spans = tl.Events(), tl.Spans()
+	return res, nil
+}
+
+func readLine(ctx context.Context, s *bufio.Scanner, d time.Duration) (string, error) {
+	got := make(chan bool, 1)
+	go func() { got <- s.Scan() }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case ok := <-got:
+		if !ok {
+			if err := s.Err(); err != nil {
+				return "", err
+			}
+			return "", io.ErrUnexpectedEOF
+		}
+		return strings.TrimSpace(s.Text()), nil
+	case <-t.C:
+		return "", fmt.Errorf("no answer within %v", d)
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// PauseHolder is the child process's side of the pause drill: acquire,
+// Verify, say "ready <token>", wait for "write" on in, then write with the
+// token through fence.Set and with a plain SET, reporting each on out.
+func PauseHolder(ctx context.Context, a PauseHolderArgs, in io.Reader, out io.Writer) error {
+	o, err := redis.ParseURL(a.RedisURL)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(o)
+	defer rdb.Close()
+	c, err := dlock.New(rdb, dlock.WithLabel("A"))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	l, err := c.Mutex(a.Name).Acquire(ctx, dlock.LeaseTime(a.Lease), dlock.Wait(a.Lease))
+	if err != nil {
+		return err
+	}
+	if err := l.Verify(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "ready %d\n", l.Token())
+	s := bufio.NewScanner(in)
+	if !s.Scan() || s.Text() != "write" {
+		return errors.New("pause holder: no write order")
+	}
+	// The process does not look at l.Context() here: it is the code between a
+	// check and a write that a pause strikes.
+	err = fence.Set(ctx, rdb, a.Key+":fenced", "written by A", l.Token(), 0)
+	switch {
+	case errors.Is(err, fence.ErrStale):
+		fmt.Fprintln(out, "fenced stale")
+	case err != nil:
+		return err
+	default:
+		fmt.Fprintln(out, "fenced ok")
+	}
+	if err := rdb.Set(ctx, a.Key+":plain", "written by A", 0).Err(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "plain ok")
+	_ = l.Unlock(ctx) // reports ErrLockLost: the lease ran out while frozen
+	return nil
+}
+
+// Print writes the result for people.
+func (r *PauseResult) Print(w io.Writer) {
+	fmt.Fprintf(w, "pause (002 §4.1): lease %.0f ms, holder frozen for %.0f ms\n\n", r.LeaseMS, r.PausedForMS)
+	printEvents(w, r.Timeline)
+	fmt.Fprintf(w, "\npaused holder's fenced write rejected: %v (token %d < %d)\n", r.PausedHolderWriteRejected, r.PausedHolderToken, r.SecondHolderToken)
+	fmt.Fprintf(w, "unfenced write overwrote B's data:     %v\n", r.UnfencedWriteOverwrote)
+	fmt.Fprintf(w, "both believed they held the lock for:  %.0f ms\n", r.OverlapMS)
+}
+
+// Report returns the drill's HTML report.
+func (r *PauseResult) Report() *Report {
+	return &Report{
+		Title: "pause (002 §4.1): a holder frozen past its lease, then fenced",
+		Spans: r.Spans,
+		Marks: []Mark{{AtMS: r.SecondHolderEnteredMS, Label: "B acquires"}},
+		Figures: [][2]string{
+			{"lease / pause", fmt.Sprintf("%.0f ms / %.0f ms", r.LeaseMS, r.PausedForMS)},
+			{"paused holder's fenced write rejected", fmt.Sprint(r.PausedHolderWriteRejected)},
+			{"unfenced write overwrote B's data", fmt.Sprint(r.UnfencedWriteOverwrote)},
+			{"overlap (both believed they held it)", fmt.Sprintf("%.0f ms", r.OverlapMS)},
+		},
+	}
+}
