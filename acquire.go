@@ -1,6 +1,7 @@
 package dlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,14 +36,33 @@ type redisShape interface {
 	holdID(a attempt) string
 }
 
+// Optional hooks of a redisShape.
+type (
+	// validator checks a shape's own arguments (default: the name).
+	validator interface{ validate() error }
+	// trier is a shape whose attempt is more than one script call (a
+	// MultiLock across Cluster slots, a RedLock over several Clients).
+	trier interface {
+		try(ctx context.Context, a attempt, cfg acquireConfig) (grant, error)
+	}
+	// queuer is a shape whose waiters keep a place in Redis while they wait
+	// (attempt.queue > 0): they refresh it on every attempt, at least every
+	// third of the queue timeout, and leaveCall removes it (and undoes a
+	// grant made to this attempt that its caller never saw) when Acquire
+	// returns without a lease.
+	queuer interface{ leaveCall(a attempt) scriptCall }
+)
+
 // attempt is one Acquire call: ids that stay the same across its retries, so
 // that a retry whose first reply was lost is recognised as ours.
 type attempt struct {
-	owner string // the lease context's owner
-	token string // the holder id written to Redis (owner, or per-call token)
-	op    string // operation id of this Acquire call
-	ttl   time.Duration
-	meta  string
+	owner  string   // the lease context's owner
+	token  string   // the holder id written to Redis (owner, or per-call token)
+	tokens []string // several holder ids granted at once (Semaphore permits), one Lease each
+	op     string   // operation id of this Acquire call
+	ttl    time.Duration
+	meta   string
+	queue  time.Duration // a queuer's place timeout; 0: try without queueing (Wait(0))
 }
 
 // scriptCall is one invocation of a script.
@@ -65,11 +85,18 @@ func (sc scriptCall) queue(ctx context.Context, p redis.Pipeliner, eval bool) *r
 	return sc.s.EvalSha(ctx, p, sc.keys, sc.args...)
 }
 
-// grant is the reply of an acquire script: {1, fence, ...} or {0, pttl}.
+// grant is the reply of an acquire script: {1, fence, ...} granted, or
+// {0, pttl[, pass]} refused, where pass = 1 means a wake-up this attempt
+// could not use may serve another waiter.
 type grant struct {
-	ok    bool
-	fence int64
-	pttl  time.Duration // the holder's remaining TTL when !ok; < 0: none
+	ok     bool
+	fence  int64
+	fences []int64       // one per attempt.tokens
+	pttl   time.Duration // the holder's remaining TTL when !ok; < 0: none
+	pass   bool          // refused, but pass the wake-up on
+	wake   string        // channel to wait on when !ok; "": wait on the timer only
+	detail string        // why not, added to ErrNotAcquired
+	reply  []int64
 }
 
 func parseGrant(v []int64) (grant, error) {
@@ -77,16 +104,25 @@ func parseGrant(v []int64) (grant, error) {
 		return grant{}, fmt.Errorf("unexpected acquire reply %v", v)
 	}
 	if v[0] == 1 {
-		return grant{ok: true, fence: v[1]}, nil
+		return grant{ok: true, fence: v[1], reply: v}, nil
 	}
-	return grant{pttl: time.Duration(v[1]) * time.Millisecond}, nil
+	return grant{pttl: time.Duration(v[1]) * time.Millisecond, reply: v}, nil
 }
 
 func ms(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
 
 // acquire is the wait loop shared by every Redis shape: try; if held, wait
 // for a release wake-up or for the holder's TTL to run out, and try again.
-func (c *Client) acquire(ctx context.Context, sh redisShape, opts []Option) (l *Lease, err error) {
+func (c *Client) acquire(ctx context.Context, sh redisShape, opts []Option) (*Lease, error) {
+	ls, err := c.acquireAll(ctx, sh, opts)
+	if err != nil {
+		return nil, err
+	}
+	return ls[0], nil
+}
+
+// acquireAll is acquire for an attempt that may grant several leases at once.
+func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (ls []*Lease, err error) {
 	start := time.Now()
 	name := sh.lockName()
 	defer func() {
@@ -100,7 +136,12 @@ func (c *Client) acquire(ctx context.Context, sh redisShape, opts []Option) (l *
 		}
 		c.observer.ObserveAcquire(ev)
 	}()
-	if err := validName(name); err != nil {
+	if v, ok := sh.(validator); ok {
+		err = v.validate()
+	} else {
+		err = validName(name)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("dlock: acquire: %w", err)
 	}
 	cfg, err := newAcquireConfig(opts)
@@ -128,6 +169,20 @@ func (c *Client) acquire(ctx context.Context, sh redisShape, opts []Option) (l *
 			c.sub.leave(w, err == nil)
 		}
 	}()
+	if q, ok := sh.(queuer); ok {
+		if cfg.wait != 0 {
+			a.queue = cmp.Or(cfg.queue, DefaultQueueTimeout)
+			// Registered before the first attempt, so a hand-off aimed at
+			// this call on an already subscribed channel is not missed.
+			w = c.sub.join(sh.keys().wake, a.op)
+		}
+		defer func() {
+			// A clean refusal of Wait(0) queued nothing and was granted nothing.
+			if err != nil && (a.queue > 0 || !isNotAcquired(err)) {
+				c.leaveQueue(ctx, sh, q.leaveCall(a))
+			}
+		}()
+	}
 	for {
 		sent := time.Now()
 		g, err := c.tryGrant(ctx, sh, a, cfg)
@@ -135,18 +190,36 @@ func (c *Client) acquire(ctx context.Context, sh redisShape, opts []Option) (l *
 			return nil, err
 		}
 		if g.ok {
-			return c.newLease(ctx, sh, a, g, sent, cfg)
+			return c.newLeases(ctx, sh, a, g, sent, cfg)
 		}
 		now := time.Now()
 		if cfg.wait == 0 || (!stop.IsZero() && !now.Before(stop)) {
+			if g.detail != "" {
+				return nil, fmt.Errorf("dlock: acquire %q: %w (%s)", name, ErrNotAcquired, g.detail)
+			}
 			return nil, fmt.Errorf("dlock: acquire %q: %w", name, ErrNotAcquired)
 		}
-		if w == nil {
-			w = c.sub.join(sh.keys().wake)
+		if w != nil && w.channel != g.wake {
+			c.sub.leave(w, false)
+			w = nil
 		}
-		d := g.pttl
-		if d <= 0 { // a key with no TTL: only a release or a resync wakes us
+		if w == nil && g.wake != "" {
+			w = c.sub.join(g.wake, a.op)
+		}
+		if w != nil {
+			c.sub.listen(w)
+			if g.pass {
+				c.sub.pass(w)
+			}
+		}
+		// PTTL is truncated to whole ms (0: under 1 ms left), so wait 1 ms
+		// more; a key with no TTL (-1) is woken by a release or a resync.
+		d := g.pttl + time.Millisecond
+		if g.pttl < 0 {
 			d = c.timeout
+		}
+		if a.queue > 0 {
+			d = min(d, a.queue/3)
 		}
 		if !stop.IsZero() && stop.Sub(now) < d {
 			d = stop.Sub(now)
@@ -159,20 +232,76 @@ func (c *Client) acquire(ctx context.Context, sh redisShape, opts []Option) (l *
 
 func isNotAcquired(err error) bool { return errors.Is(err, ErrNotAcquired) }
 
+// leaveQueue runs a queuer's leave call after Acquire failed, also when ctx
+// is done: a place left behind would block the queue until its timeout.
+func (c *Client) leaveQueue(ctx context.Context, sh redisShape, call scriptCall) {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
+	defer cancel()
+	if err := call.run(lctx, c.rdb).Err(); err != nil && c.logger != nil {
+		c.logger.Debug("dlock: leaving the queue failed", "shape", sh.kind(), "name", sh.lockName(), "err", err)
+	}
+}
+
 // tryGrant runs one acquire attempt.
 func (c *Client) tryGrant(ctx context.Context, sh redisShape, a attempt, cfg acquireConfig) (grant, error) {
+	if t, ok := sh.(trier); ok {
+		return t.try(ctx, a, cfg)
+	}
+	var g grant
 	if cfg.replicas != 0 {
-		return c.grantReplicated(ctx, sh, a, cfg)
+		var err error
+		if g, err = c.grantReplicated(ctx, sh, a, cfg); err != nil {
+			return grant{}, err
+		}
+	} else {
+		v, err := sh.acquireCall(a).run(ctx, c.rdb).Int64Slice()
+		if err != nil {
+			return grant{}, redisErr(ctx, "acquire", sh.lockName(), err)
+		}
+		if g, err = parseGrant(v); err != nil {
+			return grant{}, fmt.Errorf("dlock: acquire %q: %w", sh.lockName(), err)
+		}
 	}
-	v, err := sh.acquireCall(a).run(ctx, c.rdb).Int64Slice()
-	if err != nil {
-		return grant{}, redisErr(ctx, "acquire", sh.lockName(), err)
-	}
-	g, err := parseGrant(v)
-	if err != nil {
-		return grant{}, fmt.Errorf("dlock: acquire %q: %w", sh.lockName(), err)
+	g.wake = sh.keys().wake
+	switch {
+	case g.ok && len(a.tokens) > 0:
+		if len(g.reply) != len(a.tokens)+1 {
+			return grant{}, fmt.Errorf("dlock: acquire %q: unexpected acquire reply %v", sh.lockName(), g.reply)
+		}
+		g.fences = g.reply[1:]
+	case !g.ok:
+		g.pass = len(g.reply) > 2 && g.reply[2] == 1
 	}
 	return g, nil
+}
+
+// newLeases turns a grant into its Leases: one, or one per attempt.tokens.
+func (c *Client) newLeases(ctx context.Context, sh redisShape, a attempt, g grant, sent time.Time, cfg acquireConfig) ([]*Lease, error) {
+	if len(a.tokens) == 0 {
+		l, err := c.newLease(ctx, sh, a, g, sent, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return []*Lease{l}, nil
+	}
+	ls := make([]*Lease, 0, len(a.tokens))
+	var err error
+	for i, tok := range a.tokens {
+		one := a
+		one.token, one.tokens = tok, nil
+		if err != nil { // closed meanwhile: give the rest back
+			_, _ = sh.ops(one).release(context.WithoutCancel(ctx), newOpID())
+			continue
+		}
+		var l *Lease
+		if l, err = c.newLease(ctx, sh, one, grant{ok: true, fence: g.fences[i]}, sent, cfg); err == nil {
+			ls = append(ls, l)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ls, nil
 }
 
 // newLease turns a grant into a Lease, joining the owner's existing hold on
@@ -197,6 +326,7 @@ func (c *Client) newLease(ctx context.Context, sh redisShape, a attempt, g grant
 		}
 	}
 	h = newHold(c, id, sh.kind(), sh.lockName(), sh.ops(a), g.fence, a.ttl, cfg.lease == 0, deadline)
+	h.holder = a.token
 	l = newLease(ctx, h, a.owner, cfg.onLost)
 	h.start(l)
 	c.holds[id] = h

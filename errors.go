@@ -39,6 +39,11 @@ var (
 	// another type or shape (someone else uses the key). Nothing was changed.
 	ErrWrongType = errors.New("dlock: key holds the wrong type")
 
+	// ErrUpgrade: the owner holds the read side of an RWLock and asked for
+	// its write side. Waiting would deadlock against every other reader (and
+	// against itself), so it is refused at once: unlock the read side first.
+	ErrUpgrade = errors.New("dlock: read lock cannot be upgraded to a write lock")
+
 	// ErrClosed: the Client was closed.
 	ErrClosed = errors.New("dlock: client closed")
 )

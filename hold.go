@@ -40,6 +40,7 @@ func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecon
 type hold struct {
 	c        *Client
 	id       string // key in Client.holds
+	holder   string // the holder id in the backend (Lease.ID)
 	shape    string
 	name     string
 	ops      holdOps
@@ -90,11 +91,20 @@ func (h *hold) extended(sent time.Time, ttl time.Duration, renewal bool) {
 	if h.ended {
 		return
 	}
-	if renewal {
-		h.renewals++
-	}
 	h.deadline = sent.Add(ttl - drift(ttl))
 	h.timer.Reset(time.Until(h.deadline))
+	if renewal {
+		h.renewals++
+		// Reported under h.mu: no renewal is reported after the hold ended.
+		h.c.observer.ObserveRenewal(RenewalEvent{Shape: h.shape, Name: h.name, Token: h.fence, OK: true, Held: time.Since(h.since), Renewals: h.renewals})
+	}
+}
+
+// renewalCount returns the successful renewals so far.
+func (h *hold) renewalCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.renewals
 }
 
 func (h *hold) expiryReason() LostReason {
@@ -136,16 +146,21 @@ func (h *hold) lose(reason LostReason) bool {
 	h.mu.Unlock()
 
 	h.c.forget(h)
+	marked := 0
 	for _, l := range leases {
-		l.markLost(err)
+		if l.markLost(err) {
+			marked++
+		}
 	}
-	h.report(reason)
+	h.report(reason, marked)
 	return true
 }
 
-// report tells the observer and the log that the hold was lost.
-func (h *hold) report(reason LostReason) {
-	h.c.observer.ObserveLost(LostEvent{Shape: h.shape, Name: h.name, Reason: reason, Held: time.Since(h.since)})
+// report tells the observer and the log that the hold was lost, ending
+// leases Leases.
+func (h *hold) report(reason LostReason, leases int) {
+	h.c.observer.ObserveLost(LostEvent{Shape: h.shape, Name: h.name, Token: h.fence, Reason: reason, Held: time.Since(h.since),
+		Lease: h.fixedLease(), Renewals: h.renewalCount(), Leases: leases})
 	if h.c.logger != nil {
 		h.c.logger.Warn("dlock: lock lost", "shape", h.shape, "name", h.name, "reason", string(reason), "held", time.Since(h.since))
 	}
@@ -170,8 +185,9 @@ func (h *hold) attach(l *Lease) bool {
 }
 
 // detach removes l; when it was the last Lease the hold stops its timer and
-// leaves the watchdog and the Client before any release is sent.
-func (h *hold) detach(l *Lease) {
+// leaves the watchdog and the Client before any release is sent, and detach
+// returns true.
+func (h *hold) detach(l *Lease) bool {
 	h.mu.Lock()
 	delete(h.leases, l)
 	last := len(h.leases) == 0 && !h.ended
@@ -183,4 +199,5 @@ func (h *hold) detach(l *Lease) {
 	if last {
 		h.c.forget(h)
 	}
+	return last
 }

@@ -1,6 +1,7 @@
 package dlock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -17,6 +18,25 @@ type Holder struct {
 	Since time.Time // when it acquired (its own clock)
 	Count int       // hold count (reentrant acquisitions)
 	Fence int64     // the fencing token of this grant
+	// Mode is "read" or "write" for an RWLock, "" for the other shapes.
+	Mode string
+	// TTL is the remaining lease of this hold: RWLock readers and Semaphore
+	// permits have their own; other holders share the key's TTL.
+	TTL time.Duration
+}
+
+// Waiter describes one Acquire call waiting in Redis: a FairLock waiter, or
+// a writer waiting on an RWLock (which holds new readers back).
+type Waiter struct {
+	ID    string    // the first 8 hex characters of its owner
+	Host  string    // host name of the waiting process
+	PID   int       // its process id
+	Label string    // its Client's label (WithLabel)
+	Since time.Time // when its Acquire call started (its own clock)
+	Mode  string    // "write" for an RWLock writer, "" for a FairLock waiter
+	// Deadline is the time left before it loses its place unless it
+	// refreshes it (a live waiter does, every third of its QueueTimeout).
+	Deadline time.Duration
 }
 
 // Info is what Inspect reads about one lock name.
@@ -27,6 +47,12 @@ type Info struct {
 	Holders   []Holder      // who holds it
 	TTL       time.Duration // remaining TTL of the lock key; < 0: none
 	LastFence int64         // the last fencing token granted for this name (0: none kept)
+	// Queue lists the waiters kept in Redis: a FairLock's in arrival order
+	// (the first is next), an RWLock's waiting writers by deadline.
+	Queue []Waiter
+	// Permits is a Semaphore's permit count (as given by its latest
+	// acquirer); Holders are the permits in use.
+	Permits int
 }
 
 // Inspect reads the state of the lock called name, whatever its shape,
@@ -36,45 +62,128 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 		return Info{}, fmt.Errorf("dlock: inspect: %w", err)
 	}
 	k := c.keys(name)
+	fk := c.fairKeys(name)
+	rk := (&RWLock{c: c, name: name}).keys()
+	sk := (&Semaphore{c: c, name: name}).keys()
 	info := Info{Name: name}
 	p := c.rdb.Pipeline()
+	now := scriptCall{serverTime, []string{k.lock}, nil}.queue(ctx, p, true)
 	typ := p.Type(ctx, k.lock)
 	ttl := p.PTTL(ctx, k.lock)
 	fence := p.Get(ctx, k.fence)
 	str := p.Get(ctx, k.lock)
 	hash := p.HGetAll(ctx, k.lock)
+	zset := p.ZRangeWithScores(ctx, k.lock, 0, -1)
+	permits := p.HGetAll(ctx, sk.data)
+	queue := p.ZRange(ctx, fk.queue, 0, -1)
+	timeouts := p.ZRangeWithScores(ctx, fk.timeouts, 0, -1)
+	readers := p.ZRangeWithScores(ctx, rk.readers, 0, -1)
+	rholds := p.HGetAll(ctx, rk.holds)
+	writers := p.ZRangeWithScores(ctx, rk.writers, 0, -1)
 	_, _ = p.Exec(ctx)
 	if err := typ.Err(); err != nil {
 		return info, redisErr(ctx, "inspect", name, err)
 	}
+	nowMs, err := now.Int64()
+	if err != nil {
+		return info, redisErr(ctx, "inspect", name, err)
+	}
+	left := func(score float64) time.Duration { return time.Duration(int64(score)-nowMs) * time.Millisecond }
 	info.TTL = ttl.Val()
 	if f, err := fence.Int64(); err == nil {
 		info.LastFence = f
 	}
 	switch typ.Val() {
 	case "none":
-		return info, nil
 	case "string":
 		token, f, meta, ok := splitMutexValue(str.Val())
 		if !ok {
-			break
+			return info, fmt.Errorf("dlock: inspect %q: %w: string", name, ErrWrongType)
 		}
 		h := parseMeta(meta)
-		h.ID, h.Count, h.Fence = short(token), 1, f
+		h.ID, h.Count, h.Fence, h.TTL = short(token), 1, f, info.TTL
 		info.Shape, info.Held, info.Holders = "mutex", true, []Holder{h}
-		return info, nil
 	case "hash":
 		m := hash.Val()
-		if o, ok := m["o"]; ok {
-			h := parseMeta(m["m"])
-			h.ID = short(o)
-			h.Count, _ = strconv.Atoi(m["n"])
-			h.Fence, _ = strconv.ParseInt(m["t"], 10, 64)
-			info.Shape, info.Held, info.Holders = "lock", true, []Holder{h}
-			return info, nil
+		o, ok := m["o"]
+		if !ok {
+			return info, fmt.Errorf("dlock: inspect %q: %w: hash", name, ErrWrongType)
+		}
+		h := parseMeta(m["m"])
+		h.ID, h.TTL = short(o), info.TTL
+		h.Count, _ = strconv.Atoi(m["n"])
+		h.Fence, _ = strconv.ParseInt(m["t"], 10, 64)
+		info.Shape = cmp.Or(m["s"], "lock")
+		if info.Shape == "rw" {
+			h.Mode = "write"
+		}
+		info.Held, info.Holders = true, []Holder{h}
+	case "zset":
+		data := permits.Val()
+		info.Shape = "semaphore"
+		info.Permits, _ = strconv.Atoi(data["cap"])
+		for _, z := range zset.Val() {
+			id, _ := z.Member.(string)
+			if left(z.Score) <= 0 {
+				continue
+			}
+			f, meta, _ := strings.Cut(data[id], "|")
+			h := parseMeta(meta)
+			h.ID, h.Count, h.TTL = short(id), 1, left(z.Score)
+			h.Fence, _ = strconv.ParseInt(f, 10, 64)
+			info.Holders = append(info.Holders, h)
+		}
+		info.Held = len(info.Holders) > 0
+	default:
+		return info, fmt.Errorf("dlock: inspect %q: %w: %s", name, ErrWrongType, typ.Val())
+	}
+	// RWLock readers (each with its own lease) and waiting writers.
+	for _, z := range readers.Val() {
+		owner, _ := z.Member.(string)
+		parts := strings.SplitN(rholds.Val()[owner], "|", 4)
+		if left(z.Score) <= 0 || len(parts) < 4 {
+			continue
+		}
+		h := parseMeta(parts[3])
+		h.ID, h.Mode, h.TTL = short(owner), "read", left(z.Score)
+		h.Count, _ = strconv.Atoi(parts[0])
+		h.Fence, _ = strconv.ParseInt(parts[2], 10, 64)
+		info.Shape, info.Held = cmp.Or(info.Shape, "rw"), true
+		info.Holders = append(info.Holders, h)
+	}
+	for _, z := range writers.Val() {
+		if w, ok := queueWaiter(z.Member, left(z.Score)); ok {
+			w.Mode = "write"
+			info.Shape = cmp.Or(info.Shape, "rw")
+			info.Queue = append(info.Queue, w)
 		}
 	}
-	return info, fmt.Errorf("dlock: inspect %q: %w: %s", name, ErrWrongType, typ.Val())
+	// FairLock queue, in arrival order.
+	deadlines := make(map[string]time.Duration)
+	for _, z := range timeouts.Val() {
+		m, _ := z.Member.(string)
+		deadlines[m] = left(z.Score)
+	}
+	for _, m := range queue.Val() {
+		if w, ok := queueWaiter(m, deadlines[m]); ok {
+			info.Shape = cmp.Or(info.Shape, "fair")
+			info.Queue = append(info.Queue, w)
+		}
+	}
+	return info, nil
+}
+
+// queueWaiter reads a queue member (op|owner|lease-ms|client|holder
+// metadata) that has left of its deadline; false if it is past its deadline
+// or malformed.
+func queueWaiter(member any, left time.Duration) (Waiter, bool) {
+	m, _ := member.(string)
+	parts := strings.SplitN(m, "|", 5)
+	if left <= 0 || len(parts) < 5 {
+		return Waiter{}, false
+	}
+	h := parseMeta(parts[4])
+	return Waiter{ID: short(parts[1]), Host: h.Host, PID: h.PID, Label: h.Label, Since: h.Since, Deadline: left}, true
 }
 
 // splitMutexValue splits token|fence|meta.

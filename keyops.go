@@ -33,6 +33,10 @@ func (o *keyOps) renewCall(ttl time.Duration) scriptCall {
 	return scriptCall{o.extendScript, []string{o.keys.lock}, []any{o.holder, ms(ttl)}}
 }
 
+func (o *keyOps) renewCalls(ttl time.Duration) []scriptCall {
+	return []scriptCall{o.renewCall(ttl)}
+}
+
 func (o *keyOps) release(ctx context.Context, op string) (releaseResult, error) {
 	n, err := o.releaseCall(op).run(ctx, o.c.rdb).Int64()
 	return releaseResult(n), err

@@ -35,6 +35,12 @@ func newLease(ctx context.Context, h *hold, owner string, onLost func(*Lease)) *
 // Name returns the lock's name.
 func (l *Lease) Name() string { return l.h.name }
 
+// ID returns the id this lease is held under in Redis: the Mutex's
+// per-acquisition token, the owner of a reentrant, fair or read-write lock,
+// or the permit id of a Semaphore (Semaphore.Release takes it). Inspect shows
+// its first 8 characters.
+func (l *Lease) ID() string { return l.h.holder }
+
 // Token returns the fencing token of this grant: for one lock name, strictly
 // greater than every token granted before it (a reentrant acquisition returns
 // its holder's token). Pass it to the storage you write and let the storage
@@ -64,11 +70,12 @@ func (l *Lease) Err() error {
 	return l.err
 }
 
-func (l *Lease) markLost(err error) {
+// markLost marks l lost; false if it was already lost or released.
+func (l *Lease) markLost(err error) bool {
 	l.mu.Lock()
 	if l.released || l.err != nil {
 		l.mu.Unlock()
-		return
+		return false
 	}
 	l.err = err
 	l.cancel(err) // before Done closes, so whoever sees Done sees the cause
@@ -77,6 +84,7 @@ func (l *Lease) markLost(err error) {
 	if l.onLost != nil {
 		go l.onLost(l)
 	}
+	return true
 }
 
 // state returns ErrNotHeld after Unlock, the loss once lost, else nil.
@@ -160,20 +168,23 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	l.mu.Unlock()
 
 	h := l.h
-	h.detach(l)
+	last := h.detach(l)
 	res, err := h.ops.release(ctx, newOpID())
 	l.cancel(context.Canceled)
 
 	foundLost := lost != nil || (err == nil && res == releaseNotOurs)
-	h.c.observer.ObserveRelease(ReleaseEvent{Shape: h.shape, Name: h.name, Held: time.Since(h.since), Lease: h.fixedLease(), FoundLost: foundLost})
+	h.c.observer.ObserveRelease(ReleaseEvent{Shape: h.shape, Name: h.name, Token: h.fence, Held: time.Since(h.since), Lease: h.fixedLease(),
+		Renewals: h.renewalCount(), FoundLost: foundLost, LostBefore: lost != nil, Last: last})
 	switch {
 	case lost != nil:
 		return lost
 	case err != nil:
 		return redisErr(ctx, "unlock", h.name, err)
 	case res == releaseNotOurs:
-		if !h.lose(LostDeletedOrTaken) { // marks other Leases of this owner, if any
-			h.report(LostDeletedOrTaken)
+		if last { // the hold ended with this Lease: nobody else reports the loss
+			h.report(LostDeletedOrTaken, 0)
+		} else { // marks other Leases of this owner (unless a loss was already reported)
+			h.lose(LostDeletedOrTaken)
 		}
 		return fmt.Errorf("dlock: unlock %q: %w (released by someone else or expired)", h.name, ErrLockLost)
 	}

@@ -19,6 +19,9 @@ import (
 var exampleAddr string
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" { // a child process of a test (see helperMain)
+		os.Exit(helperMain(mode))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	srv, err := redisproc.Start(ctx, redisproc.Options{})
 	cancel()

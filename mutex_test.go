@@ -365,3 +365,28 @@ func ExampleDo() {
 	fmt.Println(err)
 	// Output: <nil>
 }
+
+// A waiter retries as soon as the holder's lease has run out: a refusal
+// that reports under 1 ms left (PTTL 0) must not be waited out like a key
+// with no TTL.
+func TestWaiterRetriesAtExpiry(t *testing.T) {
+	rdb := server(t)
+	a, b := newClient(t, rdb), newClient(t, rdb)
+	ctx := context.Background()
+	const lease = 100 * time.Millisecond
+	for i := 0; i < 30; i++ {
+		name := "expiry-" + fmt.Sprint(i)
+		start := time.Now()
+		if _, err := a.Mutex(name).Acquire(ctx, dlock.LeaseTime(lease)); err != nil {
+			t.Fatal(err)
+		}
+		lb, err := b.Mutex(name).Acquire(ctx, dlock.Wait(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if el := time.Since(start); el > lease+400*time.Millisecond {
+			t.Fatalf("round %d: the waiter got the expired lock after %v (lease %v)", i, el, lease)
+		}
+		_ = lb.Unlock(ctx)
+	}
+}

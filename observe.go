@@ -3,8 +3,15 @@ package dlock
 import "time"
 
 // Observer receives lock events, synchronously, from the goroutine that
-// caused them: implementations must be fast and safe for concurrent use.
+// caused them: implementations must be fast, safe for concurrent use, and
+// must not call back into the Client (a renewal is reported while the hold
+// is locked, so that no renewal is ever reported after its hold ended).
 // The Prometheus adapter lives in package dlockprom.
+//
+// Every Lease ends exactly once: by an Unlock that finds it not lost
+// (ReleaseEvent with LostBefore false) or by a loss (counted in
+// LostEvent.Leases). A Lease lost first and unlocked later yields both
+// events, with LostBefore true on the ReleaseEvent.
 type Observer interface {
 	ObserveAcquire(AcquireEvent)
 	ObserveRelease(ReleaseEvent)
@@ -50,21 +57,31 @@ type AcquireEvent struct {
 // ReleaseEvent reports one Unlock.
 type ReleaseEvent struct {
 	Shape, Name string
+	Token       int64         // the fencing token of the grant
 	Held        time.Duration // since the grant
 	Lease       time.Duration // the fixed lease; 0 when the watchdog kept it
+	Renewals    int           // successful watchdog renewals of the hold so far
 	FoundLost   bool          // the release found the lock no longer ours
+	LostBefore  bool          // the Lease had been lost (and reported) before this Unlock
+	Last        bool          // this Unlock ended the hold: no other Lease of its owner holds it
 }
 
-// LostEvent reports a lease lost while held.
+// LostEvent reports a hold lost while held: once per hold, also when an
+// Unlock is what found the loss.
 type LostEvent struct {
 	Shape, Name string
+	Token       int64 // the fencing token of the grant
 	Reason      LostReason
 	Held        time.Duration
+	Lease       time.Duration // the fixed lease; 0 when the watchdog kept it
+	Renewals    int           // successful watchdog renewals of the hold
+	Leases      int           // Leases this loss ended (0 when an Unlock found it: that Lease ended by its ReleaseEvent)
 }
 
 // RenewalEvent reports one watchdog renewal of a held lock.
 type RenewalEvent struct {
 	Shape, Name string
+	Token       int64 // the fencing token of the grant
 	OK          bool
 	Held        time.Duration // since the grant
 	Renewals    int           // successful renewals of this hold so far

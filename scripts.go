@@ -23,6 +23,7 @@ var (
 	lockAcquire  = granting("lock_acquire.lua")
 	lockRelease  = plain("lock_release.lua")
 	lockExtend   = plain("lock_extend.lua")
+	serverTime   = withLibs("server_time.lua", "lib.lua")
 )
 
 func readLua(name string) string {
@@ -41,19 +42,34 @@ func granting(name string) *redis.Script {
 	return redis.NewScript(readLua("fence.lua") + "\n" + readLua(name))
 }
 
+// withLibs is the script name with library files (fence.lua, lib.lua, ...:
+// local functions, not scripts of their own) prepended in the order given.
+func withLibs(name string, libs ...string) *redis.Script {
+	var b strings.Builder
+	for _, l := range libs {
+		b.WriteString(readLua(l))
+		b.WriteString("\n")
+	}
+	b.WriteString(readLua(name))
+	return redis.NewScript(b.String())
+}
+
 // isNoScript reports whether err is Redis's NOSCRIPT reply.
 func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
 // redisErr wraps an error from Redis for operation op on lock name: WRONGTYPE
-// becomes ErrWrongType, a cancelled or expired ctx keeps its ctx.Err().
+// becomes ErrWrongType, a script's UPGRADE reply ErrUpgrade, a cancelled or
+// expired ctx keeps its ctx.Err().
 func redisErr(ctx context.Context, op, name string, err error) error {
 	switch {
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || isTimeout(err)):
 		return fmt.Errorf("dlock: %s %q: %w", op, name, ctx.Err())
 	case strings.HasPrefix(err.Error(), "WRONGTYPE"):
 		return fmt.Errorf("dlock: %s %q: %w: %v", op, name, ErrWrongType, err)
+	case strings.HasPrefix(err.Error(), "UPGRADE"):
+		return fmt.Errorf("dlock: %s %q: %w", op, name, ErrUpgrade)
 	default:
 		return fmt.Errorf("dlock: %s %q: %w", op, name, err)
 	}

@@ -11,11 +11,21 @@ import (
 // subscriber is the Client's one pub/sub connection. Waiters join a lock's
 // wake-up channel (reference-counted: the channel is subscribed while anyone
 // waits on it). A release message wakes the longest-waiting local waiter
-// ("1") or all of them ("a"); each (re)confirmed subscription wakes all of
-// the channel's waiters, so a release published while the subscription was
-// being set up or the connection was down is never waited out.
+// ("1"), all of them ("a"), or the waiter whose id is the payload (a FairLock
+// handing the lock to one waiter); each (re)confirmed subscription wakes all
+// of the channel's waiters, so a release published while the subscription
+// was being set up or the connection was down is never waited out.
+//
+// Joining only registers the waiter; listen subscribes. A waiter can thus be
+// registered before its first attempt, so that a message aimed at it on an
+// already subscribed channel is not lost in between, without paying a
+// SUBSCRIBE when the first attempt succeeds. A channel stays subscribed for
+// subscriptionLinger after its last waiter left, so the waiters of a hot lock
+// find it subscribed instead of paying SUBSCRIBE and UNSUBSCRIBE (and a
+// confirmation wake-up) on every acquisition.
 type subscriber struct {
-	c *Client
+	c  *Client
+	id string // this Client's id in per-Client channel names (lock wake + ":" + id)
 
 	mu     sync.Mutex
 	ps     *redis.PubSub // created on first use
@@ -24,23 +34,29 @@ type subscriber struct {
 	closed bool
 }
 
+// subscriptionLinger is how long an idle channel stays subscribed.
+const subscriptionLinger = 2 * time.Second
+
 type wakeChannel struct {
-	waiters []*waiter // in arrival order
+	waiters    []*waiter   // in arrival order
+	subscribed bool        // SUBSCRIBE sent
+	idle       *time.Timer // unsubscribes the channel; set while it has no waiters
 }
 
 // waiter is one Acquire call waiting for a lock.
 type waiter struct {
 	channel string
+	id      string        // the Acquire call's operation id: targeted payloads
 	wake    chan struct{} // buffered: one pending wake-up at most
 }
 
 func newSubscriber(c *Client) *subscriber {
-	return &subscriber{c: c, chans: make(map[string]*wakeChannel)}
+	return &subscriber{c: c, id: newOpID(), chans: make(map[string]*wakeChannel)}
 }
 
-// join registers a waiter on channel, subscribing if it is the first.
-func (s *subscriber) join(channel string) *waiter {
-	w := &waiter{channel: channel, wake: make(chan struct{}, 1)}
+// join registers a waiter with id on channel without subscribing (see listen).
+func (s *subscriber) join(channel, id string) *waiter {
+	w := &waiter{channel: channel, id: id, wake: make(chan struct{}, 1)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -50,10 +66,25 @@ func (s *subscriber) join(channel string) *waiter {
 	if wc == nil {
 		wc = &wakeChannel{}
 		s.chans[channel] = wc
-		s.subscribe(channel)
+	}
+	if wc.idle != nil {
+		wc.idle.Stop()
+		wc.idle = nil
 	}
 	wc.waiters = append(wc.waiters, w)
 	return w
+}
+
+// listen subscribes w's channel if it is not subscribed yet.
+func (s *subscriber) listen(w *waiter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	wc := s.chans[w.channel]
+	if s.closed || wc == nil || wc.subscribed {
+		return
+	}
+	wc.subscribed = true
+	s.subscribe(w.channel)
 }
 
 // subscribe sends SUBSCRIBE; s.mu is held. A failure is not fatal: go-redis
@@ -85,23 +116,49 @@ func (s *subscriber) leave(w *waiter, acquired bool) {
 		}
 	}
 	if len(wc.waiters) == 0 {
-		delete(s.chans, w.channel)
-		if s.ps != nil && !s.closed {
-			_ = s.ps.Unsubscribe(context.Background(), w.channel)
+		if !wc.subscribed || s.closed {
+			delete(s.chans, w.channel)
+		} else if wc.idle == nil {
+			wc.idle = time.AfterFunc(subscriptionLinger, func() { s.expire(w.channel, wc) })
 		}
 		return
 	}
 	if !acquired {
-		wc.wakeOne()
+		wc.wakeOne(nil)
 	}
 }
 
-// wait blocks until a wake-up, d elapsed, or ctx is done (its error).
+// expire unsubscribes wc's channel if it is still idle.
+func (s *subscriber) expire(channel string, wc *wakeChannel) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.chans[channel] != wc || len(wc.waiters) > 0 {
+		return
+	}
+	delete(s.chans, channel)
+	_ = s.ps.Unsubscribe(context.Background(), channel)
+}
+
+// pass hands a wake-up w could not use on to the next local waiter.
+func (s *subscriber) pass(w *waiter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if wc := s.chans[w.channel]; wc != nil {
+		wc.wakeOne(w)
+	}
+}
+
+// wait blocks until a wake-up, d elapsed, or ctx is done (its error). A nil
+// waiter (no channel to listen on) waits on the timer only.
 func (w *waiter) wait(ctx context.Context, d time.Duration) error {
+	var wake <-chan struct{}
+	if w != nil {
+		wake = w.wake
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-w.wake:
+	case <-wake:
 		return nil
 	case <-t.C:
 		return nil
@@ -110,13 +167,29 @@ func (w *waiter) wait(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// wakeOne wakes the longest-waiting waiter that has no wake-up pending.
-func (wc *wakeChannel) wakeOne() {
+// wakeOne wakes the longest-waiting waiter other than except that has no
+// wake-up pending.
+func (wc *wakeChannel) wakeOne(except *waiter) {
 	for _, w := range wc.waiters {
+		if w == except {
+			continue
+		}
 		select {
 		case w.wake <- struct{}{}:
 			return
 		default:
+		}
+	}
+}
+
+// wakeID wakes the waiters whose id is id.
+func (wc *wakeChannel) wakeID(id string) {
+	for _, w := range wc.waiters {
+		if w.id == id {
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
@@ -137,10 +210,13 @@ func (s *subscriber) read(msgs <-chan any) {
 		switch m := m.(type) {
 		case *redis.Message:
 			if wc := s.chans[m.Channel]; wc != nil {
-				if m.Payload == "a" {
+				switch m.Payload {
+				case "a":
 					wc.wakeAll()
-				} else {
-					wc.wakeOne()
+				case "1":
+					wc.wakeOne(nil)
+				default:
+					wc.wakeID(m.Payload)
 				}
 			}
 		case *redis.Subscription:
@@ -157,6 +233,9 @@ func (s *subscriber) close() error {
 	s.closed = true
 	ps, done := s.ps, s.done
 	for _, wc := range s.chans {
+		if wc.idle != nil {
+			wc.idle.Stop()
+		}
 		wc.wakeAll()
 	}
 	s.mu.Unlock()

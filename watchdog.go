@@ -5,18 +5,22 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
-// renewer is a hold's ops that the watchdog can renew in a pipeline.
+// renewer is a hold's ops that the watchdog can renew in a pipeline: the hold
+// is renewed when every call returns 1, and lost when any returns 0.
 type renewer interface {
-	renewCall(ttl time.Duration) scriptCall
+	renewCalls(ttl time.Duration) []scriptCall
 }
 
 // watchdog is the Client's one renewal loop: every timeout/3 it renews all
-// watchdog-kept holds in pipelined batches, one round trip per batch. A
-// renewal that finds the lock gone or taken loses the hold at once; a failed
-// renewal is retried next tick, and the hold's own deadline timer loses it if
-// no renewal succeeds in time.
+// watchdog-kept holds in pipelined batches, one round trip per batch (holds
+// whose ops are no renewer, such as a RedLock's, renew themselves through
+// extend, concurrently). A renewal that finds the lock gone or taken loses
+// the hold at once; a failed renewal is retried next tick, and the hold's own
+// deadline timer loses it if no renewal succeeds in time.
 type watchdog struct {
 	c        *Client
 	interval time.Duration
@@ -82,14 +86,39 @@ func (w *watchdog) run() {
 
 func (w *watchdog) renewAll() {
 	w.mu.Lock()
-	hs := make([]*hold, 0, len(w.holds))
+	var hs, own []*hold
 	for h := range w.holds {
-		hs = append(hs, h)
+		if _, ok := h.ops.(renewer); ok {
+			hs = append(hs, h)
+		} else {
+			own = append(own, h)
+		}
 	}
 	w.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, h := range own {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.renewOwn(h)
+		}()
+	}
 	for i := 0; i < len(hs); i += w.c.batch {
 		w.renewBatch(hs[i:min(i+w.c.batch, len(hs))])
 	}
+	wg.Wait()
+}
+
+// renewOwn renews a hold through its ops' extend.
+func (w *watchdog) renewOwn(h *hold) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.interval)
+	defer cancel()
+	sent := time.Now()
+	ok, err := h.ops.extend(ctx, w.c.timeout)
+	if err == nil && !ok {
+		err = errNotOurs
+	}
+	w.settle(h, sent, err)
 }
 
 func (w *watchdog) renewBatch(hs []*hold) {
@@ -118,23 +147,32 @@ func (w *watchdog) renewBatch(hs []*hold) {
 }
 
 // exec renews hs in one pipeline; the result holds, per hold, nil (renewed),
-// errNotOurs, or the error.
+// errNotOurs (a call returned 0), or the first error.
 func (w *watchdog) exec(ctx context.Context, hs []*hold, eval bool) []error {
 	p := w.c.rdb.Pipeline()
-	cmds := make([]interface{ Int64() (int64, error) }, len(hs))
+	cmds := make([][]*redis.Cmd, len(hs))
 	for i, h := range hs {
-		cmds[i] = h.ops.(renewer).renewCall(w.c.timeout).queue(ctx, p, eval)
+		for _, call := range h.ops.(renewer).renewCalls(w.c.timeout) {
+			cmds[i] = append(cmds[i], call.queue(ctx, p, eval))
+		}
 	}
 	_, _ = p.Exec(ctx) // errors are per command
 	w.roundTrips.Add(1)
 	errs := make([]error, len(hs))
-	for i, cmd := range cmds {
-		n, err := cmd.Int64()
-		switch {
-		case err != nil:
-			errs[i] = err
-		case n != 1:
-			errs[i] = errNotOurs
+	for i, hc := range cmds {
+		for _, cmd := range hc {
+			n, err := cmd.Int64()
+			switch {
+			case err != nil:
+				if errs[i] == nil {
+					errs[i] = err
+				}
+			case n != 1:
+				errs[i] = errNotOurs
+			}
+			if errs[i] == errNotOurs {
+				break
+			}
 		}
 	}
 	return errs
@@ -143,15 +181,11 @@ func (w *watchdog) exec(ctx context.Context, hs []*hold, eval bool) []error {
 func (w *watchdog) settle(h *hold, sent time.Time, err error) {
 	switch {
 	case err == nil:
-		h.extended(sent, w.c.timeout, true)
-		h.mu.Lock()
-		n := h.renewals
-		h.mu.Unlock()
-		w.c.observer.ObserveRenewal(RenewalEvent{Shape: h.shape, Name: h.name, OK: true, Held: time.Since(h.since), Renewals: n})
+		h.extended(sent, w.c.timeout, true) // reports the renewal
 	case err == errNotOurs:
 		h.lose(LostDeletedOrTaken)
 	default:
-		w.c.observer.ObserveRenewal(RenewalEvent{Shape: h.shape, Name: h.name, Held: time.Since(h.since), Err: err})
+		w.c.observer.ObserveRenewal(RenewalEvent{Shape: h.shape, Name: h.name, Token: h.fence, Held: time.Since(h.since), Renewals: h.renewalCount(), Err: err})
 		if w.c.logger != nil {
 			w.c.logger.Debug("dlock: renewal failed", "shape", h.shape, "name", h.name, "err", err)
 		}

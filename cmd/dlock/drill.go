@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"io"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/dlockgo/dlock/drill"
@@ -23,6 +26,12 @@ type drillFlags struct {
 
 func (f *drillFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.redis, "redis", "", "Redis URL (redis://host:port/db); default: an embedded server")
+	f.registerOutput(c)
+}
+
+// registerOutput registers the output flags only (drills that start their
+// own servers take no --redis).
+func (f *drillFlags) registerOutput(c *cobra.Command) {
 	c.Flags().BoolVar(&f.json, "json", false, "print the figures as JSON")
 	c.Flags().StringVar(&f.report, "report", "", "also write a self-contained HTML report to this file")
 }
@@ -81,7 +90,7 @@ func newDrillCmd() *cobra.Command {
 			return usagef("drill: name a drill (see dlock drill --help)")
 		},
 	}
-	cmd.AddCommand(newMisdeleteCmd(), newLeaseCmd(), newContentionCmd(), newPauseCmd(), newPauseHolderCmd())
+	cmd.AddCommand(newMisdeleteCmd(), newLeaseCmd(), newContentionCmd(), newPauseCmd(), newPauseHolderCmd(), newFailoverCmd())
 	return cmd
 }
 
@@ -256,3 +265,82 @@ func spawnSelf(lead ...string) func(ctx context.Context, args []string) *exec.Cm
 // runMainEnv makes a test binary behave as the dlock command (see TestMain),
 // so drills can re-execute themselves under go test.
 const runMainEnv = "DLOCK_RUN_MAIN"
+
+func newFailoverCmd() *cobra.Command {
+	var f drillFlags
+	var o drill.FailoverOptions
+	c := &cobra.Command{
+		Use:   "failover",
+		Short: "Kill or partition the Redis master mid-sale; count double grants, lost locks and oversold units per mode",
+		Long: `Start a master with replicas and three Sentinels (redis-server --sentinel), run a sale over many
+skus with per-sku locks through Sentinel clients (each worker its own client), and inject a fault:
+
+  --fault crash       SIGKILL the master; Sentinel promotes a replica; the sale goes on.
+  --fault partition   cut the old master off from its replicas, the Sentinels and the clients on their
+                      side (links through an embedded toxiproxy, black-holed) while the other clients
+                      still reach it; Sentinel promotes a replica; two masters take lock writes until
+                      the partition heals.
+
+Each run is repeated for three modes: plain lock, lock + ReplicaAck(1, 100ms), lock + fenced writes.
+An independent witness (holders record entering and leaving their sku on one monotonic clock) counts
+double grants. Needs redis-server on PATH.`,
+		Example: "  dlock drill failover --fault crash\n  dlock drill failover --fault partition --runs 3 --json",
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if o.Fault != "crash" && o.Fault != "partition" {
+				return usagef("--fault %q: want crash or partition", o.Fault)
+			}
+			if err := needRedisServer(); err != nil {
+				return err
+			}
+			if o.Runs < 1 || o.Workers < 1 || o.SKUs < 1 || o.Replicas < 1 || o.Lease <= 0 || o.Section < 0 ||
+				o.StaleShare <= 0 || o.StaleShare >= 1 {
+				return usagef("--runs, --workers, --skus, --replicas >= 1; --lease > 0; 0 < --stale-share < 1")
+			}
+			for _, m := range o.Modes {
+				if !slices.Contains(drill.FailoverModes, m) {
+					return usagef("--mode %q: want one of %s", m, strings.Join(drill.FailoverModes, ", "))
+				}
+			}
+			redis.SetLogger(quietLogger{}) // go-redis logs every Sentinel switch otherwise
+			bar := newProgress(c.ErrOrStderr(), !f.json)
+			o.Progress = bar.update
+			res, err := drill.Failover(c.Context(), o)
+			bar.finish()
+			if err != nil {
+				return err
+			}
+			return f.output(c, res)
+		},
+	}
+	f.registerOutput(c)
+	fl := c.Flags()
+	fl.StringVar(&o.Fault, "fault", "crash", "crash or partition")
+	fl.IntVar(&o.Runs, "runs", 5, "runs per mode")
+	fl.StringArrayVar(&o.Modes, "mode", nil, "mode to run (repeatable; default all: "+strings.Join(drill.FailoverModes, ", ")+")")
+	fl.IntVar(&o.Workers, "workers", 8, "workers, each with its own Redis and lock clients")
+	fl.IntVar(&o.SKUs, "skus", 8, "skus the workers spread over")
+	fl.DurationVar(&o.Section, "section", 2*time.Millisecond, "time inside the lock before the write")
+	fl.DurationVar(&o.Lease, "lease", 2*time.Second, "fixed lease of every lock")
+	fl.IntVar(&o.Replicas, "replicas", 2, "replicas of the master")
+	fl.DurationVar(&o.ReplDelay, "repl-delay", 0, "latency added to the replication link (toxiproxy)")
+	fl.DurationVar(&o.Before, "before", time.Second, "sale before the fault")
+	fl.DurationVar(&o.After, "after", time.Second, "sale after recovery (or after the partition heals)")
+	fl.DurationVar(&o.Partition, "partition", 2*time.Second, "how long the partition lasts after the promotion (two masters)")
+	fl.Float64Var(&o.StaleShare, "stale-share", 0.5, "partition: share of workers that still reach the old master")
+	fl.IntVar(&o.MinReplicasToWrite, "min-replicas-to-write", 0, "set min-replicas-to-write (max lag 1s) on the master; 0: unset")
+	fl.Uint64Var(&o.Seed, "seed", 1, "seeds the workers' choice of skus")
+	return c
+}
+
+// needRedisServer fails when redis-server is not on PATH.
+func needRedisServer() error {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return fmt.Errorf("this drill starts redis-server processes and none is on PATH: install it with: apt-get install redis-server redis-sentinel")
+	}
+	return nil
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}

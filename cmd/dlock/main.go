@@ -65,6 +65,7 @@ func newRoot() *cobra.Command {
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	// Subcommands, one file each.
-	root.AddCommand(newDrillCmd())
+	root.AddCommand(newSeckillCmd(), newDrillCmd(), newServeCmd())
+	root.AddCommand(newInspectCmd(), newUnlockCmd())
 	return root
 }

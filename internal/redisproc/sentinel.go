@@ -29,6 +29,10 @@ type SentinelOptions struct {
 	MasterArgs      []string      // extra redis-server arguments for the master
 	ReplicaArgs     []string      // extra redis-server arguments for each replica
 	Dir             string        // parent of the setup's temporary directory
+	// Route, if set, returns the address at which the replicas (role
+	// "replica") and the Sentinels (role "sentinel") reach the master, such
+	// as a fault-injecting proxy in front of it; default the master's own.
+	Route func(role, master string) (string, error)
 }
 
 // Sentinel is a master, its replicas and the Sentinels monitoring them.
@@ -68,7 +72,29 @@ func StartSentinel(ctx context.Context, o SentinelOptions) (*Sentinel, error) {
 	if s.Master, err = Start(ctx, Options{Dir: dir, Args: slices.Concat(repl, o.MasterArgs)}); err != nil {
 		return fail(err)
 	}
-	replicaOf := []string{"--replicaof", "127.0.0.1", strconv.Itoa(s.Master.Port())}
+	route := func(role string) (int, error) {
+		if o.Route == nil {
+			return s.Master.Port(), nil
+		}
+		via, err := o.Route(role, s.Master.Addr())
+		if err != nil {
+			return 0, err
+		}
+		_, port, err := net.SplitHostPort(via)
+		if err != nil {
+			return 0, err
+		}
+		return strconv.Atoi(port)
+	}
+	replicaPort, err := route("replica")
+	if err != nil {
+		return fail(err)
+	}
+	sentinelPort, err := route("sentinel")
+	if err != nil {
+		return fail(err)
+	}
+	replicaOf := []string{"--replicaof", "127.0.0.1", strconv.Itoa(replicaPort)}
 	for range o.Replicas {
 		r, err := Start(ctx, Options{Dir: dir, Args: slices.Concat(repl, replicaOf, o.ReplicaArgs)})
 		if err != nil {
@@ -84,7 +110,7 @@ func StartSentinel(ctx context.Context, o SentinelOptions) (*Sentinel, error) {
 	if err := s.waitReplicas(ctx, o.Replicas); err != nil {
 		return fail(err)
 	}
-	conf := sentinelConf(o, s.Master.Port(), o.Sentinels/2+1)
+	conf := sentinelConf(o, sentinelPort, o.Sentinels/2+1)
 	for range o.Sentinels {
 		sn, err := launch(ctx, dir, 0, false, conf)
 		if err != nil {
@@ -92,7 +118,7 @@ func StartSentinel(ctx context.Context, o SentinelOptions) (*Sentinel, error) {
 		}
 		s.Sentinels = append(s.Sentinels, sn)
 	}
-	if err := s.waitSentinels(ctx, o.Replicas); err != nil {
+	if err := s.waitSentinels(ctx, sentinelPort, o.Replicas); err != nil {
 		return fail(err)
 	}
 	return s, nil
@@ -153,10 +179,10 @@ func (s *Sentinel) waitReplicas(ctx context.Context, n int) error {
 
 // waitSentinels waits until every Sentinel sees the master up, with all
 // replicas and all other Sentinels.
-func (s *Sentinel) waitSentinels(ctx context.Context, replicas int) error {
+func (s *Sentinel) waitSentinels(ctx context.Context, masterPort, replicas int) error {
 	want := map[string]string{
 		"ip":                  "127.0.0.1",
-		"port":                strconv.Itoa(s.Master.Port()),
+		"port":                strconv.Itoa(masterPort),
 		"flags":               "master",
 		"num-slaves":          strconv.Itoa(replicas),
 		"num-other-sentinels": strconv.Itoa(len(s.Sentinels) - 1),

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/dlockgo/dlock/drill"
+	"github.com/dlockgo/dlock/inventory"
+	"github.com/spf13/cobra"
+)
+
+func newSeckillCmd() *cobra.Command {
+	var f drillFlags
+	var o drill.SeckillOptions
+	var db, sku string
+	var targets []string
+	c := &cobra.Command{
+		Use:   "seckill",
+		Short: "Run the flash sale: buyers race for a few units through every strategy, measured",
+		Long: `Run the flash sale of the articles (002 §4.5): --buyers buyers at once for --stock units,
+through --replicas simulated service replicas (each with its own Redis client, lock client and
+database pool: no in-process lock can help), once per strategy. Prints one row per strategy:
+sold, oversold, final stock, lock keys left behind, buy requests handled per second, latency
+percentiles, sold-out and busy answers, stale writes the fence rejected, and whether the
+books reconcile.
+
+With no --redis it starts redis-server from PATH on a free port (or an in-process miniredis);
+with no --db it uses SQLite in a temp dir. With --target it drives running 'dlock serve'
+processes over HTTP instead (start them with --stock SKU=QTY and pass --sku).`,
+		Example: "  dlock seckill\n" +
+			"  dlock seckill --buyers 5000 --stock 1000 --strategy conditional --strategy lock\n" +
+			"  dlock seckill --redis redis://127.0.0.1:6379/0 --db postgres://postgres@127.0.0.1:5432/test --json\n" +
+			"  dlock seckill --target http://127.0.0.1:8081 --target http://127.0.0.1:8082 --sku 1001",
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if o.Buyers < 1 || o.Stock < 0 || o.Replicas < 1 {
+				return usagef("--buyers and --replicas must be >= 1, --stock >= 0")
+			}
+			for _, s := range o.Strategies {
+				if !slices.Contains(inventory.Names, s) {
+					return usagef("--strategy %q: want one of %s", s, strings.Join(inventory.Names, ", "))
+				}
+			}
+			bar := newProgress(c.ErrOrStderr(), !f.json)
+			defer bar.finish()
+			var res *drill.SeckillResult
+			var names []string
+			var signals []lockSignals
+			var err error
+			if len(targets) > 0 {
+				fmt.Fprintf(f.infoOut(c), "targets: %s\n", strings.Join(targets, ", "))
+				res, err = drill.SeckillHTTP(c.Context(), targets, sku, o.Buyers, o.Seed, bar.update)
+				if errors.Is(err, drill.ErrUnreachable) {
+					return usageError{err}
+				}
+			} else {
+				if db != "" {
+					st, err := inventory.Open(c.Context(), db)
+					if err != nil {
+						return usageError{fmt.Errorf("--db: %w", err)}
+					}
+					st.Close()
+				}
+				r, err := f.openRedis(c)
+				if err != nil {
+					return err
+				}
+				defer r.Close()
+				o.DSN, o.Progress = db, bar.update
+				fmt.Fprintf(f.infoOut(c), "database: %s\n", dbKind(db))
+				res, names, signals, err = seckillWithSignals(c, r, o)
+				if err != nil {
+					return err
+				}
+			}
+			if err != nil {
+				return err
+			}
+			bar.finish()
+			if f.json {
+				e := json.NewEncoder(c.OutOrStdout())
+				for i, row := range res.Rows {
+					out := struct {
+						drill.SeckillRow
+						Signals *lockSignals `json:"lock_signals,omitempty"`
+					}{SeckillRow: row}
+					if i < len(signals) {
+						out.Signals = &signals[i]
+					}
+					if err := e.Encode(out); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			fmt.Fprintln(c.OutOrStdout())
+			res.Print(c.OutOrStdout())
+			if len(signals) > 0 {
+				printSignals(c.OutOrStdout(), names, signals)
+			}
+			return nil
+		},
+	}
+	f.register(c)
+	c.Flags().IntVar(&o.Buyers, "buyers", 500, "concurrent buyers, one unit each")
+	c.Flags().IntVar(&o.Stock, "stock", 10, "units on sale")
+	c.Flags().IntVar(&o.Replicas, "replicas", 3, "simulated service replicas")
+	c.Flags().StringArrayVar(&o.Strategies, "strategy", nil, "strategy to run (repeatable; default all: "+strings.Join(inventory.Names, ", ")+")")
+	c.Flags().StringVar(&db, "db", "", "database: postgres://… or sqlite:PATH (default SQLite in a temp dir)")
+	c.Flags().StringArrayVar(&targets, "target", nil, "URL of a running 'dlock serve' (repeatable): drive it over HTTP")
+	c.Flags().StringVar(&sku, "sku", "1001", "with --target: the sku on sale")
+	c.Flags().Uint64Var(&o.Seed, "seed", 1, "seeds which replica serves which buyer")
+	_ = c.Flags().MarkHidden("report")
+	return c
+}
+
+// seckillWithSignals runs the sale one strategy at a time, each with its
+// own Prometheus observer, and reads the lock signals back.
+func seckillWithSignals(c *cobra.Command, r *drill.Redis, o drill.SeckillOptions) (*drill.SeckillResult, []string, []lockSignals, error) {
+	names := o.Strategies
+	if len(names) == 0 {
+		names = inventory.Names
+	}
+	var all *drill.SeckillResult
+	var sig []lockSignals
+	for _, n := range names {
+		obs, reg, err := newSignalRegistry()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		one := o
+		one.Strategies, one.Observer = []string{n}, obs
+		res, err := drill.Seckill(c.Context(), r, one)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		s, err := readSignals(reg)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if all == nil {
+			all = res
+		} else {
+			all.Rows = append(all.Rows, res.Rows...)
+		}
+		sig = append(sig, s)
+	}
+	return all, names, sig, nil
+}
+
+func dbKind(dsn string) string {
+	if dsn == "" {
+		return "sqlite (temp dir, removed at exit)"
+	}
+	if strings.HasPrefix(dsn, "postgres") {
+		return "postgresql"
+	}
+	return "sqlite " + dsn
+}
+
+// progress draws a one-line progress bar on a terminal.
+type progress struct {
+	mu   sync.Mutex
+	w    io.Writer
+	on   bool
+	last int
+}
+
+// newProgress returns a bar on w, drawn only when enabled and w is a terminal.
+func newProgress(w io.Writer, enabled bool) *progress {
+	f, ok := w.(*os.File)
+	on := enabled && ok
+	if on {
+		st, err := f.Stat()
+		on = err == nil && st.Mode()&os.ModeCharDevice != 0
+	}
+	return &progress{w: w, on: on}
+}
+
+func (p *progress) update(what string, done, total int) {
+	if !p.on {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pctDone := done * 100 / max(total, 1)
+	if pctDone == p.last && done != total {
+		return
+	}
+	p.last = pctDone
+	n := pctDone * 30 / 100
+	fmt.Fprintf(p.w, "\r%-12s [%s%s] %d/%d", what, strings.Repeat("#", n), strings.Repeat(".", 30-n), done, total)
+}
+
+func (p *progress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.on && p.last >= 0 {
+		fmt.Fprint(p.w, "\r\033[K")
+		p.last = -1
+	}
+}

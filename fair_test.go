@@ -1,0 +1,396 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// fairQueue is the key of a FairLock's queue (see lua/fair_lib.lua).
+func fairQueue(name string) string { return "dlock:{" + name + "}:queue" }
+
+// 8 owners on 4 Clients arriving 20 ms apart (each one queued before the
+// next arrives) acquire in arrival order; 20 rounds.
+func TestFairOrder(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redistest.Client(t, srv)
+	cs := newClients(t, srv.Addr(), 4)
+	ctx := context.Background()
+	for round := range 20 {
+		holder, err := cs[0].FairLock("order").Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var order []int
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l, err := cs[i%4].FairLock("order").Acquire(ctx, dlock.Wait(20*time.Second))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				if err := l.Unlock(ctx); err != nil {
+					t.Error(err)
+				}
+			}()
+			time.Sleep(20 * time.Millisecond)
+			eventually(t, 10*time.Second, fmt.Sprintf("waiter %d queued", i), func() bool { return zcard(rdb, fairQueue("order")) == int64(i+1) })
+		}
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if want := []int{0, 1, 2, 3, 4, 5, 6, 7}; !slices.Equal(order, want) {
+			t.Fatalf("round %d: acquired in order %v, want %v", round, order, want)
+		}
+	}
+	if n := zcard(rdb, fairQueue("order")); n != 0 {
+		t.Fatalf("%d queue entries left", n)
+	}
+}
+
+// 100 waiters queue one after the other; each acquires exactly once, in
+// arrival order, and each hand-off costs 2 script calls (the waiter's claim
+// and its release: the lock is handed over by the release, and only the next
+// waiter is woken), give or take a few retries woken by a subscription
+// confirmation.
+func TestFairHundredWaiters(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redistest.Client(t, srv)
+	cs := newClients(t, srv.Addr(), 4)
+	ctx := context.Background()
+	const n = 100
+	holder, err := cs[0].FairLock("hundred").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// A long queue timeout: no refreshes while the queue builds up,
+			// so the script count below is the hand-offs' alone.
+			l, err := cs[i%4].FairLock("hundred").Acquire(ctx, dlock.Wait(60*time.Second), dlock.QueueTimeout(time.Minute))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			if err := l.Unlock(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+		eventually(t, 10*time.Second, fmt.Sprintf("waiter %d queued", i), func() bool { return zcard(rdb, fairQueue("hundred")) == int64(i+1) })
+	}
+	before := scriptCalls(t, rdb)
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	calls := scriptCalls(t, rdb) - before - 1 // the holder's release
+	t.Logf("%.2f script calls per hand-off", float64(calls)/n)
+	if len(order) != n {
+		t.Fatalf("%d of %d waiters acquired", len(order), n)
+	}
+	for i, got := range order {
+		if got != i {
+			t.Fatalf("acquisition %d went to waiter %d (order %v)", i, got, order)
+		}
+	}
+	if calls > 2*n+5 {
+		t.Fatalf("%d script calls for %d hand-offs, want about 2 each (claim + release)", calls, n)
+	}
+	if n := zcard(rdb, fairQueue("hundred")); n != 0 {
+		t.Fatalf("%d queue entries left", n)
+	}
+}
+
+// A waiter process SIGKILLed in the middle of the queue blocks the waiters
+// behind it for no longer than its queue timeout.
+func TestFairKilledWaiter(t *testing.T) {
+	const qt = time.Second
+	srv := redistest.Start(t)
+	rdb := redistest.Client(t, srv)
+	cs := newClients(t, srv.Addr(), 2)
+	ctx := context.Background()
+	holder, err := cs[0].FairLock("killed").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 2)
+	waiter := func(c *dlock.Client, who string) {
+		l, err := c.FairLock("killed").Acquire(ctx, dlock.Wait(30*time.Second), dlock.QueueTimeout(qt))
+		if err != nil {
+			t.Error(who, err)
+			got <- ""
+			return
+		}
+		got <- who
+		_ = l.Unlock(ctx)
+	}
+	go waiter(cs[0], "A")
+	eventually(t, 10*time.Second, "A queued", func() bool { return zcard(rdb, fairQueue("killed")) == 1 })
+	child := startHelper(t, "fair-wait", srv.Addr(), "killed", qt)
+	eventually(t, 20*time.Second, "child queued", func() bool { return zcard(rdb, fairQueue("killed")) == 2 })
+	go waiter(cs[1], "B")
+	eventually(t, 10*time.Second, "B queued", func() bool { return zcard(rdb, fairQueue("killed")) == 3 })
+
+	child.kill(t)
+	killed := time.Now()
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if who := <-got; who != "A" {
+		t.Fatalf("first after the holder: %q, want A", who)
+	}
+	// The dead waiter's place expires at most qt after its last refresh
+	// (before the kill); B refreshes every qt/3 and is handed the lock.
+	bound := qt + qt/3 + time.Second
+	select {
+	case who := <-got:
+		if who != "B" {
+			t.Fatalf("second: %q, want B", who)
+		}
+		t.Logf("B acquired %v after the kill", time.Since(killed))
+	case <-time.After(bound):
+		t.Fatalf("B still blocked %v after the waiter before it was killed", bound)
+	}
+	eventually(t, 5*time.Second, "queue empty", func() bool { return zcard(rdb, fairQueue("killed")) == 0 })
+}
+
+// A waiter that gives up (ctx cancelled, Wait ran out) leaves no queue
+// entry, and Wait(0) never queues.
+func TestFairWaiterLeaves(t *testing.T) {
+	rdb := server(t)
+	c := newClient(t, rdb)
+	ctx := context.Background()
+	holder, err := c.FairLock("leave").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Unlock(ctx)
+	entries := func() int64 {
+		return zcard(rdb, fairQueue("leave")) + zcard(rdb, "dlock:{leave}:timeouts")
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.FairLock("leave").Acquire(cctx)
+		done <- err
+	}()
+	eventually(t, 10*time.Second, "waiter queued", func() bool { return zcard(rdb, fairQueue("leave")) == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled waiter: %v", err)
+	}
+	if n := entries(); n != 0 {
+		t.Fatalf("cancelled waiter left %d entries", n)
+	}
+
+	if _, err := c.FairLock("leave").Acquire(ctx, dlock.Wait(100*time.Millisecond)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("Wait(100ms): %v", err)
+	}
+	if n := entries(); n != 0 {
+		t.Fatalf("timed-out waiter left %d entries", n)
+	}
+
+	if _, err := c.FairLock("leave").Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("Wait(0): %v", err)
+	}
+	if n := entries(); n != 0 {
+		t.Fatalf("Wait(0) left %d entries", n)
+	}
+}
+
+// Wait(0) does not overtake the queue: with waiters queued, a free lock goes
+// to the first of them, not to the caller that just tried.
+func TestFairTryDoesNotOvertake(t *testing.T) {
+	rdb := server(t)
+	a, b := newClient(t, rdb), newClient(t, rdb)
+	ctx := context.Background()
+	holder, err := a.FairLock("try").Acquire(ctx, dlock.LeaseTime(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *dlock.Lease, 1)
+	go func() {
+		l, err := b.FairLock("try").Acquire(ctx, dlock.Wait(10*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	eventually(t, 10*time.Second, "waiter queued", func() bool { return zcard(rdb, fairQueue("try")) == 1 })
+	// The holder's lease runs out (an expiry publishes nothing); a try
+	// finds the lock free but hands it to the waiter instead of taking it.
+	<-holder.Done()
+	time.Sleep(50 * time.Millisecond)
+	if _, err := a.FairLock("try").Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("Wait(0) with a waiter queued: %v, want ErrNotAcquired", err)
+	}
+	select {
+	case l := <-got:
+		if l == nil {
+			t.FailNow()
+		}
+		_ = l.Unlock(ctx)
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not granted within 5s of the expiry")
+	}
+}
+
+// A hand-off that races with the waiter's cancellation never leaves the lock
+// stuck: the waiter either returns the lease or gives the grant back.
+func TestFairHandoffCancelRace(t *testing.T) {
+	rdb := server(t)
+	a, b, other := newClient(t, rdb), newClient(t, rdb), newClient(t, rdb)
+	ctx := context.Background()
+	granted := 0
+	for i := range 40 {
+		holder, err := a.FairLock("race").Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		res := make(chan *dlock.Lease, 1)
+		go func() {
+			l, _ := b.FairLock("race").Acquire(cctx)
+			res <- l
+		}()
+		eventually(t, 10*time.Second, "waiter queued", func() bool { return zcard(rdb, fairQueue("race")) == 1 })
+		// Release and cancel at once, with a varying offset.
+		go func() {
+			time.Sleep(time.Duration(i%8) * 100 * time.Microsecond)
+			cancel()
+		}()
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if l := <-res; l != nil {
+			granted++
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cancel()
+		l, err := other.FairLock("race").Acquire(ctx, dlock.Wait(0))
+		if err != nil {
+			t.Fatalf("round %d: lock stuck after the race: %v", i, err)
+		}
+		_ = l.Unlock(ctx)
+	}
+	t.Logf("waiter got the lease in %d of 40 rounds", granted)
+}
+
+// A queue member that cannot be parsed (another version, a hand edit) is
+// skipped: the next waiter gets the lock.
+func TestFairSkipsMalformedMember(t *testing.T) {
+	rdb := server(t)
+	a, b := newClient(t, rdb), newClient(t, rdb)
+	ctx := context.Background()
+	holder, err := a.FairLock("bad").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.ZAdd(ctx, fairQueue("bad"), redis.Z{Score: 0, Member: "garbage"})
+	rdb.ZAdd(ctx, "dlock:{bad}:timeouts", redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: "garbage"})
+	got := make(chan error, 1)
+	go func() {
+		l, err := b.FairLock("bad").Acquire(ctx, dlock.Wait(10*time.Second))
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	eventually(t, 10*time.Second, "waiter queued", func() bool { return zcard(rdb, fairQueue("bad")) == 2 })
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("waiter behind a malformed member not served within 2s")
+	}
+}
+
+// Re-entry through the lease's Context does not queue behind waiters.
+func TestFairReentrant(t *testing.T) {
+	rdb := server(t)
+	a, b := newClient(t, rdb), newClient(t, rdb)
+	ctx := context.Background()
+	outer, err := a.FairLock("re").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		l, err := b.FairLock("re").Acquire(ctx, dlock.Wait(10*time.Second))
+		if err == nil {
+			_ = l.Unlock(ctx)
+		}
+	}()
+	eventually(t, 10*time.Second, "waiter queued", func() bool { return zcard(rdb, fairQueue("re")) == 1 })
+	inner, err := a.FairLock("re").Acquire(outer.Context(), dlock.Wait(0))
+	if err != nil {
+		t.Fatalf("re-entry with a waiter queued: %v", err)
+	}
+	if inner.Token() != outer.Token() {
+		t.Fatalf("re-entry token %d, want %d", inner.Token(), outer.Token())
+	}
+	info, err := a.Inspect(ctx, "re")
+	if err != nil || info.Shape != "fair" || info.Holders[0].Count != 2 || len(info.Queue) != 1 {
+		t.Fatalf("inspect: %+v %v, want fair, count 2, one waiter", info, err)
+	}
+	if w := info.Queue[0]; w.Deadline <= 0 || w.Deadline > dlock.DefaultQueueTimeout || w.PID == 0 {
+		t.Fatalf("waiter %+v: want a deadline within the queue timeout and holder metadata", w)
+	}
+	_ = inner.Unlock(ctx)
+	_ = outer.Unlock(ctx)
+	eventually(t, 10*time.Second, "waiter served", func() bool {
+		info, _ := a.Inspect(ctx, "re")
+		return !info.Held && len(info.Queue) == 0
+	})
+}
+
+func ExampleFairLock() {
+	rdb := exampleRedis()
+	defer rdb.Close()
+	c, err := dlock.New(rdb)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	// Waiters get the lock in arrival order; a waiter that dies loses its
+	// place after 2 s.
+	l, err := c.FairLock("ticket:42").Acquire(ctx, dlock.Wait(10*time.Second), dlock.QueueTimeout(2*time.Second))
+	if err != nil {
+		panic(err)
+	}
+	defer l.Unlock(ctx)
+	fmt.Println(l.Token() > 0)
+	// Output: true
+}

@@ -1,0 +1,127 @@
+package fence_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/dlockgo/dlock/fence"
+	"github.com/dlockgo/dlock/internal/pgproc"
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"go.uber.org/goleak"
+	_ "modernc.org/sqlite"
+)
+
+// pg is one PostgreSQL server shared by the package's tests; each test gets
+// its own database.
+var pg *pgproc.Server
+
+func TestMain(m *testing.M) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	s, err := pgproc.Start(ctx, pgproc.Options{})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	pg = s
+	code := m.Run()
+	if err := s.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var dbSeq int
+
+// pgDSN creates a fresh database and drops it at cleanup.
+func pgDSN(t *testing.T) string {
+	t.Helper()
+	dbSeq++
+	name := fmt.Sprintf("fence%d_%d", os.Getpid(), dbSeq)
+	dsn, err := pg.CreateDatabase(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := pg.DropDatabase(context.Background(), name); err != nil {
+			t.Error(err)
+		}
+	})
+	return dsn
+}
+
+// store is one way of talking to one database.
+type store struct {
+	name  string
+	exec  func(ctx context.Context, u fence.Update, token int64, key any, args ...any) error
+	run   func(ctx context.Context, q string, args ...any) error
+	query func(ctx context.Context, q string, args ...any) rowScanner
+}
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+// stores returns PostgreSQL through pgx, PostgreSQL through database/sql
+// and SQLite through database/sql, each on a fresh database.
+func stores(t *testing.T) []store {
+	t.Helper()
+	ctx := context.Background()
+
+	pool, err := pgxpool.New(ctx, pgDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	pgxs := store{
+		name: "postgres-pgx",
+		exec: func(ctx context.Context, u fence.Update, token int64, key any, args ...any) error {
+			return u.ExecPgx(ctx, pool, token, key, args...)
+		},
+		run: func(ctx context.Context, q string, args ...any) error {
+			_, err := pool.Exec(ctx, q, args...)
+			return err
+		},
+		query: func(ctx context.Context, q string, args ...any) rowScanner { return pool.QueryRow(ctx, q, args...) },
+	}
+
+	pgsql, err := sql.Open("pgx", pgDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pgsql.Close() })
+
+	lite, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "fence.db")+"?_busy_timeout=10000&_journal_mode=WAL&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lite.Close() })
+	return []store{pgxs, sqlStore("postgres-database/sql", pgsql), sqlStore("sqlite", lite)}
+}
+
+func sqlStore(name string, db *sql.DB) store {
+	return store{
+		name: name,
+		exec: func(ctx context.Context, u fence.Update, token int64, key any, args ...any) error {
+			return u.Exec(ctx, db, token, key, args...)
+		},
+		run: func(ctx context.Context, q string, args ...any) error {
+			_, err := db.ExecContext(ctx, q, args...)
+			return err
+		},
+		query: func(ctx context.Context, q string, args ...any) rowScanner {
+			return db.QueryRowContext(ctx, q, args...)
+		},
+	}
+}

@@ -1,0 +1,86 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var forceUnlockScript = plain("force_unlock.lua")
+
+// Removal is what ForceUnlock removed.
+type Removal struct {
+	// Info is the lock as Inspect read it just before the removal (Shape
+	// "" and no Holders when its key was not of a shape Inspect knows).
+	Info Info
+	// Keys are the keys deleted, sorted; empty when nothing was held.
+	// The fence counter is never among them.
+	Keys []string
+}
+
+// ForceUnlock is for operators: it removes the lock called name whoever
+// holds it, whatever its shape, by deleting its key <prefix>{name} and every
+// key <prefix>{name}:* (queues, timeouts, readers, permits) except the fence
+// counter, so the next grant's fencing token is still greater than every
+// token granted before. When anything was deleted it publishes a wake-all on
+// the lock's channel, so the waiters of every process try again at once.
+//
+// The holders are not told: each finds out at its next renewal, Verify,
+// Extend or Unlock (ErrLockLost), and until then may still believe it holds
+// the lock. Only force-unlock a lock whose holder is gone or stuck.
+//
+// A free lock returns a Removal with no Keys and no error. An invalid name
+// returns ErrInvalidName and changes nothing; a Redis error is returned as
+// is (some keys may then have been deleted already).
+func (c *Client) ForceUnlock(ctx context.Context, name string) (Removal, error) {
+	if err := validName(name); err != nil {
+		return Removal{}, fmt.Errorf("dlock: force unlock: %w", err)
+	}
+	info, err := c.Inspect(ctx, name)
+	if err != nil && !errors.Is(err, ErrWrongType) {
+		return Removal{}, err
+	}
+	if err != nil {
+		info = Info{Name: name, Held: true, TTL: info.TTL, LastFence: info.LastFence}
+	}
+	k := c.keys(name)
+	keys, err := c.lockKeysOf(ctx, k)
+	if err != nil {
+		return Removal{Info: info}, redisErr(ctx, "force unlock", name, err)
+	}
+	deleted, err := scriptCall{forceUnlockScript, keys, []any{k.wake}}.run(ctx, c.rdb).Int64Slice()
+	if err != nil {
+		return Removal{Info: info}, redisErr(ctx, "force unlock", name, err)
+	}
+	r := Removal{Info: info, Keys: []string{}}
+	for i, d := range deleted {
+		if d == 1 && i < len(keys) {
+			r.Keys = append(r.Keys, keys[i])
+		}
+	}
+	slices.Sort(r.Keys)
+	return r, nil
+}
+
+// lockKeysOf returns the lock key and every <lock key>:* key except the fence
+// counter, found by SCAN on the node serving the lock's hash slot.
+func (c *Client) lockKeysOf(ctx context.Context, k lockKeys) ([]string, error) {
+	var node redis.Cmdable = c.rdb
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		n, err := cc.MasterForKey(ctx, k.lock)
+		if err != nil {
+			return nil, err
+		}
+		node = n
+	}
+	keys := []string{k.lock}
+	err := scanNode(ctx, node, escapeGlob(k.lock)+":*", func(key string) {
+		if key != k.fence && !slices.Contains(keys, key) {
+			keys = append(keys, key)
+		}
+	})
+	return keys, err
+}

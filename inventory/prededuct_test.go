@@ -1,0 +1,231 @@
+package inventory_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlockgo/dlock/inventory"
+)
+
+// TestPredeductConsumerKilled: a consumer process is killed (SIGKILL) in
+// the middle of persisting, between a commit and its XACK; another consumer
+// reclaims its pending entries (XAUTOCLAIM) and every pre-deducted unit
+// ends up as exactly one SQL order.
+func TestPredeductConsumerKilled(t *testing.T) {
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			w := newWorld(t, kind)
+			w.addSKU(t, "1001", units)
+			s := w.strategy(t, "prededuct", inventory.Options{}, "1001").(*inventory.Prededuct)
+			r := sale(ctx, s, "1001", buyers, "pd")
+			if r.outcomes[inventory.Sold] != units || len(r.errs) != 0 {
+				t.Fatalf("outcomes %v errors %v", r.outcomes, r.errs)
+			}
+
+			child := exec.Command(os.Args[0], "-test.run=^$")
+			child.Env = append(os.Environ(), childEnv+"=1", childDSN+"="+w.dsn,
+				childRedis+"="+w.rdb.Options().Addr, childSKU+"=1001", childName+"=doomed")
+			child.Stderr = os.Stderr
+			stdout, err := child.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := child.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- child.Wait() }()
+			killed := false
+			defer func() {
+				if !killed {
+					child.Process.Kill()
+					<-exited
+				}
+			}()
+			// Kill it right after its second commit, inside the pause that
+			// precedes that entry's XACK.
+			commits := make(chan string, units)
+			go func() {
+				sc := bufio.NewScanner(stdout)
+				for sc.Scan() {
+					if strings.HasPrefix(sc.Text(), "committed ") {
+						commits <- sc.Text()
+					}
+				}
+				close(commits)
+			}()
+			for i := range 2 {
+				select {
+				case _, ok := <-commits:
+					if !ok {
+						t.Fatalf("the child consumer exited after %d commits", i)
+					}
+				case <-time.After(60 * time.Second):
+					t.Fatalf("the child consumer committed %d entries in 60s", i)
+				}
+			}
+			if err := child.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			<-exited
+			killed = true
+
+			stream := "inv:{1001}:orders"
+			pend, err := w.rdb.XPending(ctx, stream, inventory.Group).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pend.Consumers["doomed"] == 0 {
+				t.Fatalf("the killed consumer left nothing pending (%+v): it was not killed mid-run", pend)
+			}
+			persisted := count(t, w, `SELECT COUNT(*) FROM orders`)
+			if persisted >= units {
+				t.Fatalf("the child persisted all %d orders before it was killed", persisted)
+			}
+
+			c := s.NewConsumer(inventory.ConsumerOptions{ClaimIdle: 200 * time.Millisecond})
+			if err := c.Drain(ctx, "1001"); err != nil {
+				t.Fatal(err)
+			}
+			st := c.Stats()
+			t.Logf("killed after %d orders with %d pending; the new consumer: %+v", persisted, pend.Count, st)
+			if st.Duplicates < 1 {
+				t.Errorf("no entry was found committed-but-unacknowledged (stats %+v): the kill did not land between commit and XACK", st)
+			}
+			if ids := orderRequestIDs(t, w, "1001"); !slices.Equal(ids, r.sold) {
+				t.Fatalf("orders %v, want exactly one per pre-deducted request %v", ids, r.sold)
+			}
+			if pend, _ := w.rdb.XPending(ctx, stream, inventory.Group).Result(); pend.Count != 0 {
+				t.Fatalf("entries still pending after the drain: %+v", pend)
+			}
+			rep, err := s.Reconcile(ctx, "1001")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.Clean() || rep.Orders != units || rep.RedisQty != 0 {
+				t.Fatalf("reconcile: %s", rep)
+			}
+		})
+	}
+}
+
+// TestPredeductNotWarmedUp: a missing Redis stock key is a system error,
+// never "sold out"; an unknown sku is bad input; nothing is recorded.
+func TestPredeductNotWarmedUp(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, "sqlite")
+	w.addSKU(t, "1001", 3)
+	s := w.strategy(t, "prededuct", inventory.Options{}).(*inventory.Prededuct)
+
+	res, err := s.Buy(ctx, "1001", 1, "alice", "r1")
+	if !errors.Is(err, inventory.ErrNotWarmedUp) || res.Outcome != inventory.Failed {
+		t.Fatalf("cold key: %+v %v, want Failed with ErrNotWarmedUp", res, err)
+	}
+	res, err = s.Buy(ctx, "nope", 1, "alice", "r2")
+	if !errors.Is(err, inventory.ErrUnknownSKU) || res.Outcome != inventory.Failed {
+		t.Fatalf("unknown sku: %+v %v, want ErrUnknownSKU", res, err)
+	}
+	if n := w.rdb.DBSize(ctx).Val(); n != 0 {
+		t.Fatalf("%d keys written by failed requests", n)
+	}
+
+	if ok, err := s.WarmUp(ctx, "1001"); !ok || err != nil {
+		t.Fatalf("warm up: %v %v", ok, err)
+	}
+	if ok, _ := s.WarmUp(ctx, "1001"); ok {
+		t.Fatal("a second warm-up overwrote the stock key")
+	}
+	if res, err := s.Buy(ctx, "1001", 1, "alice", "r1"); err != nil || res.Outcome != inventory.Sold {
+		t.Fatalf("after warm-up: %+v %v", res, err)
+	}
+	if err := w.rdb.Del(ctx, s.StockKey("1001")).Err(); err != nil { // lost mid-sale
+		t.Fatal(err)
+	}
+	if res, err := s.Buy(ctx, "1001", 1, "bob", "r3"); !errors.Is(err, inventory.ErrNotWarmedUp) || res.Outcome == inventory.SoldOut {
+		t.Fatalf("key lost mid-sale: %+v %v, want ErrNotWarmedUp", res, err)
+	}
+}
+
+// TestPredeductCompensates: an entry whose request id already belongs to
+// another order cannot be persisted: its unit goes back to Redis once, it
+// is dead-lettered, and a retry of the request says so.
+func TestPredeductCompensates(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, "sqlite")
+	w.addSKU(t, "a", 3)
+	w.addSKU(t, "b", 3)
+	s := w.strategy(t, "prededuct", inventory.Options{}, "a", "b").(*inventory.Prededuct)
+	for _, sku := range []string{"a", "b"} { // the same request id on two skus
+		if res, err := s.Buy(ctx, sku, 1, "alice", "same"); res.Outcome != inventory.Sold {
+			t.Fatalf("%s: %+v %v", sku, res, err)
+		}
+	}
+	c := s.NewConsumer(inventory.ConsumerOptions{})
+	if err := c.Drain(ctx, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.Applied != 1 || st.Compensated != 1 {
+		t.Fatalf("stats %+v, want 1 applied and 1 compensated", st)
+	}
+	if q := w.rdb.Get(ctx, s.StockKey("b")).Val(); q != "3" {
+		t.Fatalf("b's unit was not returned to Redis: %s", q)
+	}
+	rep, err := s.Reconcile(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.DeadLetters != 1 || rep.Undersold != 0 || rep.Orders != 0 || rep.Clean() {
+		t.Fatalf("reconcile b: %+v", rep)
+	}
+	if res, err := s.Buy(ctx, "b", 1, "alice", "same"); !errors.Is(err, inventory.ErrNotPersisted) || !res.Replayed {
+		t.Fatalf("retry of the compensated request: %+v %v", res, err)
+	}
+	if err := c.Drain(ctx, "b"); err != nil { // nothing new: compensated once
+		t.Fatal(err)
+	}
+	if q := w.rdb.Get(ctx, s.StockKey("b")).Val(); q != "3" {
+		t.Fatalf("compensated twice: %s", q)
+	}
+}
+
+// TestPredeductReconcileFindsLostEntry: a queued order deleted from the
+// stream (a lost message) shows as undersold.
+func TestPredeductReconcileFindsLostEntry(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, "sqlite")
+	w.addSKU(t, "1001", 5)
+	s := w.strategy(t, "prededuct", inventory.Options{}, "1001").(*inventory.Prededuct)
+	for _, rid := range []string{"r1", "r2"} {
+		if res, err := s.Buy(ctx, "1001", 1, "alice", rid); res.Outcome != inventory.Sold {
+			t.Fatalf("%+v %v", res, err)
+		}
+	}
+	rep, _ := s.Reconcile(ctx, "1001")
+	if rep.Pending != 2 || rep.Clean() || len(rep.Problems) != 0 {
+		t.Fatalf("before persisting: %+v", rep)
+	}
+	msgs, err := w.rdb.XRange(ctx, "inv:{1001}:orders", "-", "+").Result()
+	if err != nil || len(msgs) != 2 {
+		t.Fatalf("%v %v", msgs, err)
+	}
+	w.rdb.XDel(ctx, "inv:{1001}:orders", msgs[0].ID)
+	if err := s.NewConsumer(inventory.ConsumerOptions{}).Drain(ctx, "1001"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = s.Reconcile(ctx, "1001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Undersold != 1 || rep.Orders != 1 || rep.Clean() {
+		t.Fatalf("after losing one entry: %+v", rep)
+	}
+}

@@ -1,0 +1,22 @@
+-- force_unlock.lua: an operator's forced unlock: delete a lock's keys and wake every waiter.
+--
+-- KEYS     the lock key and its suffixed keys (queue, timeouts, ...), all in
+--          the lock's hash slot; never the fence counter, so fencing tokens
+--          stay monotonic
+-- ARGV[1]  wake-up channel
+--
+-- Returns  an array with, for each KEYS[i], 1 if it existed and was deleted,
+--          else 0. When any key was deleted, 'a' (wake all) is published on
+--          ARGV[1], so every waiter of every process tries again.
+local out = {}
+local any = false
+for i, k in ipairs(KEYS) do
+  out[i] = redis.call('DEL', k)
+  if out[i] == 1 then
+    any = true
+  end
+end
+if any then
+  redis.call('PUBLISH', ARGV[1], 'a')
+end
+return out

@@ -1,0 +1,64 @@
+-- sem_acquire.lua: take k permits of a Semaphore, all or none.
+--
+-- A Semaphore is, in the slot of {name}:
+--   permits key  zset permit id -> expiry (server ms): every permit has its
+--                own lease, so a crashed holder's permit returns by itself
+--   data key     hash permit id -> "fence|holder metadata", and
+--                cap -> the permit count given by the last acquirer
+--
+-- KEYS[1]  permits key
+-- KEYS[2]  data key
+-- KEYS[3]  fence counter
+-- ARGV[1]  number of permits of the semaphore
+-- ARGV[2]  lease in milliseconds
+-- ARGV[3]  holder metadata (host|pid|acquired-at-ms|label)
+-- ARGV[4]  fence counter TTL in milliseconds
+-- ARGV[5..4+k]  ids of the k permits to take (32 hex chars each)
+--
+-- Returns {1, fence1, ..., fencek}  granted, one new fence per permit; also
+--                                   when ARGV[5] is already a permit (a retry
+--                                   of this same call): the same fences
+--         {0, ms, pass}             too few free permits; ms until enough
+--                                   leases run out (-1: unknown); pass = 1
+--                                   when some permits are free (a smaller
+--                                   request may fit)
+-- Errors  WRONGTYPE                 a key holds another type
+local now = server_ms()
+local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 100)
+if #dead > 0 then
+  redis.call('ZREM', KEYS[1], unpack(dead))
+  redis.call('HDEL', KEYS[2], unpack(dead))
+end
+local k = #ARGV - 4
+local res = {1}
+if redis.call('ZSCORE', KEYS[1], ARGV[5]) then
+  for i = 1, k do
+    local v = redis.call('HGET', KEYS[2], ARGV[4 + i]) or ''
+    res[#res + 1] = tonumber(string.match(v, '^(%d+)|')) or 0
+  end
+  return res
+end
+local cap = tonumber(ARGV[1])
+local used = redis.call('ZCARD', KEYS[1])
+if used + k > cap then
+  local pass = 0
+  if used < cap then
+    pass = 1
+  end
+  local nth = redis.call('ZRANGE', KEYS[1], used + k - cap - 1, used + k - cap - 1, 'WITHSCORES')
+  if nth[2] then
+    return {0, tonumber(nth[2]) - now, pass}
+  end
+  return {0, -1, pass}
+end
+local expiry = now + tonumber(ARGV[2])
+for i = 1, k do
+  local t = string.format('%.0f', next_fence(KEYS[3], ARGV[4]))
+  redis.call('ZADD', KEYS[1], expiry, ARGV[4 + i])
+  redis.call('HSET', KEYS[2], ARGV[4 + i], t .. '|' .. ARGV[3])
+  res[#res + 1] = tonumber(t)
+end
+redis.call('HSET', KEYS[2], 'cap', cap)
+keep(KEYS[1], ARGV[2])
+keep(KEYS[2], ARGV[2])
+return res

@@ -1,0 +1,331 @@
+package dlock
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	multiAcquire = granting("multi_acquire.lua")
+	multiRelease = plain("multi_release.lua")
+	multiExtend  = plain("multi_extend.lua")
+)
+
+// MultiLock locks several names as one (Redisson's RedissonMultiLock): it is
+// acquired only when every name is, and an attempt that cannot take them all
+// gives back whatever it took before it waits or returns. Names are taken in
+// one canonical (sorted) order whatever order the caller gives, so two
+// MultiLocks over overlapping names never deadlock each other.
+//
+// Every member is a reentrant Lock: a MultiLock excludes a Lock on any of
+// its names, and the owner of a Lock may take a MultiLock that includes it
+// (that member is re-entered). On a standalone or Sentinel server, or on a
+// Cluster when every member's keys share one hash slot, an attempt is one
+// atomic script; across Cluster slots the members are taken one by one in
+// canonical order, with rollback.
+//
+// The lease is lost as soon as any member is lost (deleted, expired, taken).
+// Its Token is the largest of the members' tokens: a new MultiLock on names
+// that include one of an earlier grant's names gets a larger token while the
+// members' counters live on one server clock (they are server time based, see
+// Lease.Token); across Cluster nodes that also depends on the nodes' clocks.
+type MultiLock struct {
+	c     *Client
+	names []string // sorted
+}
+
+// MultiLock returns the lock over names (in any order). The names are
+// checked by Acquire: at least one, each a valid name, no duplicates.
+func (c *Client) MultiLock(names ...string) *MultiLock {
+	return &MultiLock{c: c, names: slices.Sorted(slices.Values(names))}
+}
+
+// Name returns the member names in canonical order, joined by ",".
+func (m *MultiLock) Name() string { return strings.Join(m.names, ",") }
+
+// Names returns the member names in canonical order.
+func (m *MultiLock) Names() []string { return slices.Clone(m.names) }
+
+// Acquire takes every member or none; see Locker and MultiLock. ReplicaAck
+// is supported only where an attempt is one script (not across Cluster
+// slots).
+func (m *MultiLock) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
+	return m.c.acquire(ctx, multiShape{m}, opts)
+}
+
+// oneSlot reports whether an attempt can be one script: not a Cluster, or
+// every member key in one slot.
+func (m *MultiLock) oneSlot() bool {
+	if _, ok := m.c.rdb.(*redis.ClusterClient); !ok {
+		return true
+	}
+	first := keySlot(m.c.keys(m.names[0]).lock)
+	for _, n := range m.names[1:] {
+		if keySlot(m.c.keys(n).lock) != first {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *MultiLock) memberKeys() []lockKeys {
+	ks := make([]lockKeys, len(m.names))
+	for i, n := range m.names {
+		ks[i] = m.c.keys(n)
+	}
+	return ks
+}
+
+type multiShape struct{ m *MultiLock }
+
+func (s multiShape) kind() string     { return "multi" }
+func (s multiShape) lockName() string { return s.m.Name() }
+
+func (s multiShape) keys() lockKeys {
+	if len(s.m.names) == 0 {
+		return lockKeys{}
+	}
+	return s.m.c.keys(s.m.names[0])
+}
+
+func (s multiShape) validate() error {
+	if len(s.m.names) == 0 {
+		return fmt.Errorf("%w: a MultiLock needs at least one name", ErrInvalidArgument)
+	}
+	for i, n := range s.m.names {
+		if err := validName(n); err != nil {
+			return err
+		}
+		if i > 0 && n == s.m.names[i-1] {
+			return fmt.Errorf("%w: name %q appears twice in a MultiLock", ErrInvalidArgument, n)
+		}
+	}
+	return nil
+}
+
+func (s multiShape) attempt(owner string, ttl time.Duration, meta string) attempt {
+	return attempt{owner: owner, token: owner, op: newOpID(), ttl: ttl, meta: meta}
+}
+
+// acquireCall is the one-script attempt.
+func (s multiShape) acquireCall(a attempt) scriptCall {
+	ks := s.m.memberKeys()
+	keys := make([]string, 0, 2*len(ks))
+	for _, k := range ks {
+		keys = append(keys, k.lock, k.fence)
+	}
+	return scriptCall{multiAcquire, keys, []any{a.owner, a.op, ms(a.ttl), a.meta, ms(s.m.c.fenceTTL)}}
+}
+
+func (s multiShape) try(ctx context.Context, a attempt, cfg acquireConfig) (grant, error) {
+	c, name := s.m.c, s.lockName()
+	if !s.m.oneSlot() {
+		if cfg.replicas != 0 {
+			return grant{}, fmt.Errorf("dlock: acquire %q: %w: ReplicaAck with members in several Cluster slots", name, ErrInvalidArgument)
+		}
+		return s.tryInOrder(ctx, a)
+	}
+	var g grant
+	var err error
+	if cfg.replicas != 0 {
+		g, err = c.grantReplicated(ctx, s, a, cfg)
+	} else {
+		var v []int64
+		if v, err = s.acquireCall(a).run(ctx, c.rdb).Int64Slice(); err != nil {
+			return grant{}, redisErr(ctx, "acquire", name, err)
+		}
+		g, err = parseGrant(v)
+	}
+	if err != nil {
+		return grant{}, err
+	}
+	if !g.ok {
+		i := 1
+		if len(g.reply) > 2 {
+			i = int(g.reply[2])
+		}
+		i = min(max(i, 1), len(s.m.names))
+		g.wake = c.keys(s.m.names[i-1]).wake
+	}
+	return g, nil
+}
+
+// tryInOrder takes the members one by one in canonical order; when one is
+// held by another owner it gives back those it took and returns a refusal
+// that waits on that member.
+func (s multiShape) tryInOrder(ctx context.Context, a attempt) (grant, error) {
+	c, name := s.m.c, s.lockName()
+	ks := s.m.memberKeys()
+	var took []int
+	rollback := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
+		defer cancel()
+		calls := make([]scriptCall, len(took))
+		for j, i := range took {
+			calls[j] = scriptCall{lockRelease, []string{ks[i].lock}, []any{a.owner, newOpID(), ks[i].wake}}
+		}
+		_, _ = runCalls(rctx, c.rdb, calls)
+	}
+	var fence int64
+	for i, k := range ks {
+		call := scriptCall{lockAcquire, []string{k.lock, k.fence}, []any{a.owner, a.op, ms(a.ttl), a.meta, ms(c.fenceTTL)}}
+		v, err := call.run(ctx, c.rdb).Int64Slice()
+		if err != nil {
+			rollback()
+			return grant{}, redisErr(ctx, "acquire", name, err)
+		}
+		g, err := parseGrant(v)
+		if err != nil {
+			rollback()
+			return grant{}, fmt.Errorf("dlock: acquire %q: %w", name, err)
+		}
+		if !g.ok {
+			rollback()
+			g.wake = k.wake
+			return g, nil
+		}
+		took = append(took, i)
+		fence = max(fence, g.fence)
+	}
+	return grant{ok: true, fence: fence}, nil
+}
+
+func (s multiShape) holdID(a attempt) string {
+	q := make([]string, len(s.m.names))
+	for i, n := range s.m.names {
+		q[i] = strconv.Quote(n)
+	}
+	return "multi|" + s.m.c.prefix + strings.Join(q, ",") + "|" + a.owner
+}
+
+func (s multiShape) ops(a attempt) holdOps {
+	return multiOps{c: s.m.c, ks: s.m.memberKeys(), owner: a.owner, oneSlot: s.m.oneSlot()}
+}
+
+// multiOps drives a held MultiLock: one script when its keys share a slot,
+// else one Lock script per member (pipelined).
+type multiOps struct {
+	c       *Client
+	ks      []lockKeys
+	owner   string
+	oneSlot bool
+}
+
+func (o multiOps) locks() []string {
+	keys := make([]string, len(o.ks))
+	for i, k := range o.ks {
+		keys[i] = k.lock
+	}
+	return keys
+}
+
+func (o multiOps) renewCalls(ttl time.Duration) []scriptCall {
+	if o.oneSlot {
+		return []scriptCall{{multiExtend, o.locks(), []any{o.owner, ms(ttl)}}}
+	}
+	calls := make([]scriptCall, len(o.ks))
+	for i, k := range o.ks {
+		calls[i] = scriptCall{lockExtend, []string{k.lock}, []any{o.owner, ms(ttl)}}
+	}
+	return calls
+}
+
+func (o multiOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
+	ns, err := runCalls(ctx, o.c.rdb, o.renewCalls(ttl))
+	if err != nil {
+		return false, err
+	}
+	return !slices.Contains(ns, 0), nil
+}
+
+func (o multiOps) release(ctx context.Context, op string) (releaseResult, error) {
+	if o.oneSlot {
+		args := []any{o.owner, op}
+		for _, k := range o.ks {
+			args = append(args, k.wake)
+		}
+		n, err := scriptCall{multiRelease, o.locks(), args}.run(ctx, o.c.rdb).Int64()
+		return releaseResult(n), err
+	}
+	calls := make([]scriptCall, len(o.ks))
+	for i, k := range o.ks {
+		calls[i] = scriptCall{lockRelease, []string{k.lock}, []any{o.owner, op, k.wake}}
+	}
+	ns, err := runCalls(ctx, o.c.rdb, calls)
+	switch {
+	case err != nil:
+		return releaseNotOurs, err
+	case slices.Contains(ns, int64(releaseNotOurs)):
+		return releaseNotOurs, nil
+	case slices.Contains(ns, int64(releaseStillHeld)):
+		return releaseStillHeld, nil
+	}
+	return releaseFree, nil
+}
+
+func (o multiOps) verify(ctx context.Context) (bool, error) {
+	p := o.c.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(o.ks))
+	for i, k := range o.ks {
+		cmds[i] = p.HGet(ctx, k.lock, "o")
+	}
+	_, _ = p.Exec(ctx)
+	for _, cmd := range cmds {
+		v, err := cmd.Result()
+		switch {
+		case isNil(err):
+			return false, nil
+		case err != nil:
+			return false, err
+		case v != o.owner:
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// runCalls runs script calls that return integers in one pipeline (by
+// EVALSHA, once more by EVAL for those that found no script) and returns
+// their replies, or the first error.
+func runCalls(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall) ([]int64, error) {
+	exec := func(idx []int, eval bool) []*redis.Cmd {
+		p := rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(idx))
+		for j, i := range idx {
+			cmds[j] = calls[i].queue(ctx, p, eval)
+		}
+		_, _ = p.Exec(ctx) // errors are per command
+		return cmds
+	}
+	all := make([]int, len(calls))
+	for i := range all {
+		all[i] = i
+	}
+	cmds := exec(all, false)
+	var again []int
+	for i, cmd := range cmds {
+		if isNoScript(cmd.Err()) {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		for j, cmd := range exec(again, true) {
+			cmds[again[j]] = cmd
+		}
+	}
+	ns := make([]int64, len(calls))
+	for i, cmd := range cmds {
+		n, err := cmd.Int64()
+		if err != nil {
+			return nil, err
+		}
+		ns[i] = n
+	}
+	return ns, nil
+}

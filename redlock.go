@@ -1,0 +1,426 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Bounds of RedLock's random delay between attempts.
+const (
+	redLockRetryMin = 20 * time.Millisecond
+	redLockRetryMax = 200 * time.Millisecond
+)
+
+// RedLock is the Redlock algorithm over N >= 3 independent Redis masters,
+// one Client each (N = 5 is usual): a lock that survives the loss of a
+// minority of them. It is a reentrant Lock on each node (same owner rules as
+// Lock).
+//
+// An attempt sends the acquisition to every node at once; the lock is held
+// only if at least N/2+1 nodes granted it and time is left of the lease:
+// validity = lease - elapsed - drift > 0, elapsed measured on the monotonic
+// clock from before the first request, drift = lease/100 + 2 ms. The Lease's
+// local deadline is the end of that validity. A failed attempt gives back
+// every grant it made before it returns (a node answering after the attempt
+// gave up gives its grant back when it answers) and, if Wait allows, tries
+// again after a random delay of 20-200 ms. An attempt waits for the nodes at
+// most a tenth of the lease (at least 100 ms, never beyond the validity): a
+// node slower than that counts as a refusal. Once a quorum granted, the other
+// nodes get as long again as that took (at least 10 ms) to be counted in.
+//
+// Extend (and the watchdog) need a quorum too, within the lease. The lock is
+// lost when fewer than a quorum still hold it: when more than N - quorum nodes
+// answer that it is not ours, or when no quorum renewed it before the local
+// deadline. Unlock releases on every node and waits for their answers (and
+// for grants still in flight from the acquisition, which give themselves
+// back), at most 5 s; it reports ErrLockLost unless a quorum still held it.
+//
+// Events go to the first Client's Observer, and the first Client's watchdog
+// renews it (at that Client's watchdog timeout).
+//
+// Token is the largest fencing token among the nodes of the quorum. Do not
+// rely on it to fence storage: it is not guaranteed to increase. After a node
+// restarts with its data lost, or a node's clock jumps, a later quorum can
+// return a smaller token than an earlier one, and two clients can even hold
+// the lock at once after a pause longer than the lease (Kleppmann's critique,
+// 000 §2.8). RedLock lowers the odds of losing a lock to a single failure; it
+// is not consensus. For tokens that never go back, use the etcd backend.
+type RedLock struct {
+	name    string
+	clients []*Client
+}
+
+// NewRedLock returns the RedLock called name over clients, one per
+// independent master. Acquire checks the arguments: at least 3 clients, none
+// nil, none twice.
+func NewRedLock(name string, clients ...*Client) *RedLock {
+	return &RedLock{name: name, clients: slices.Clone(clients)}
+}
+
+// Name returns the lock's name.
+func (r *RedLock) Name() string { return r.name }
+
+// Acquire takes the lock on a quorum of the nodes; see Locker and RedLock.
+// ReplicaAck is not supported (the quorum is RedLock's answer to replication
+// loss).
+func (r *RedLock) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
+	sh := redShape{r: r, att: &redAttempt{}}
+	if len(r.clients) == 0 || r.clients[0] == nil {
+		return nil, fmt.Errorf("dlock: acquire %q: %w", r.name, sh.validate())
+	}
+	return r.clients[0].acquire(ctx, sh, opts)
+}
+
+// redAttempt is shared by one Acquire call and the Lease it grants: once
+// the Lease is released, a grant still in flight when the quorum was reached
+// gives itself back when it lands (it may land after the release did), and
+// the release waits for that.
+type redAttempt struct {
+	mu       sync.Mutex
+	released bool
+	finished <-chan struct{} // of the granting try: closed when all its calls are done
+}
+
+func (a *redAttempt) setReleased() {
+	a.mu.Lock()
+	a.released = true
+	a.mu.Unlock()
+}
+
+// settle waits (within ctx and unlockTimeout) until the granting try's
+// calls, and the give-backs of those that landed late, are done.
+func (a *redAttempt) settle(ctx context.Context) {
+	a.mu.Lock()
+	finished := a.finished
+	a.mu.Unlock()
+	if finished == nil {
+		return
+	}
+	t := time.NewTimer(unlockTimeout)
+	defer t.Stop()
+	select {
+	case <-finished:
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (a *redAttempt) isReleased() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.released
+}
+
+// nodeReply is one node's answer to one call.
+type nodeReply struct {
+	i     int
+	yes   bool
+	fence int64
+	err   error
+}
+
+// Stop rules of quorum, given the quorum q, the yes count and the number of
+// replies of N nodes.
+var (
+	// untilDecided: a quorum said yes, or more than N - q did not.
+	untilDecided = func(n, q, yes, got int) bool { return yes >= q || got-yes > n-q }
+	// untilAll: every node answered.
+	untilAll = func(n, q, yes, got int) bool { return got == n }
+)
+
+// quorum sends call to every node at once and collects the replies until
+// stop says so, ctx is done or wait has passed; with grace > 0, also once a
+// quorum said yes and the others had as long again as that took (at least
+// grace) to answer. It returns the replies it got
+// by then. The calls themselves are not cut short by any of that (a grant
+// still in flight after a quorum was reached makes the lock hold on more
+// nodes): they run under ctx's values with a timeout of callTimeout. late,
+// if not nil, runs in the node's goroutine for each reply that came after
+// the collection ended. finished is closed once every call (and late) is
+// done.
+func (r *RedLock) quorum(ctx context.Context, wait, grace, callTimeout time.Duration, stop func(n, q, yes, got int) bool, call func(ctx context.Context, i int) nodeReply, late func(nodeReply)) (replies []nodeReply, finished <-chan struct{}) {
+	n := len(r.clients)
+	q := n/2 + 1
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+	var running sync.WaitGroup
+	running.Add(n)
+	done := make(chan struct{})
+	go func() {
+		running.Wait()
+		cancel()
+		close(done)
+	}()
+	ch := make(chan nodeReply, n)
+	var mu sync.Mutex
+	decided := false
+	for i := range r.clients {
+		go func() {
+			defer running.Done()
+			rep := call(cctx, i)
+			rep.i = i
+			mu.Lock()
+			if !decided {
+				ch <- rep // buffered: never blocks
+				mu.Unlock()
+				return
+			}
+			mu.Unlock()
+			if late != nil {
+				late(rep)
+			}
+		}()
+	}
+	yes := 0
+	start := time.Now()
+	deadline := start.Add(wait)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+collect:
+	for !stop(n, q, yes, len(replies)) {
+		select {
+		case rep := <-ch:
+			replies = append(replies, rep)
+			if rep.yes {
+				yes++
+				if yes == q && grace > 0 {
+					t.Reset(min(max(grace, time.Since(start)), time.Until(deadline)))
+				}
+			}
+		case <-t.C:
+			break collect
+		case <-ctx.Done():
+			break collect
+		}
+	}
+	mu.Lock()
+	decided = true
+	for len(ch) > 0 {
+		replies = append(replies, <-ch)
+	}
+	mu.Unlock()
+	return replies, done
+}
+
+// tally counts yes, explicit no (err nil) and failures, and returns the
+// largest fence among the yes and the first error.
+func tally(replies []nodeReply) (yes, no int, fence int64, err error) {
+	for _, rep := range replies {
+		switch {
+		case rep.yes:
+			yes++
+			fence = max(fence, rep.fence)
+		case rep.err == nil:
+			no++
+		case err == nil:
+			err = rep.err
+		}
+	}
+	return yes, no, fence, err
+}
+
+type redShape struct {
+	r   *RedLock
+	att *redAttempt
+}
+
+func (s redShape) kind() string     { return "redlock" }
+func (s redShape) lockName() string { return s.r.name }
+func (s redShape) keys() lockKeys   { return lockKeys{} } // no wake channel: random delays
+
+func (s redShape) validate() error {
+	if err := validName(s.r.name); err != nil {
+		return err
+	}
+	if len(s.r.clients) < 3 {
+		return fmt.Errorf("%w: a RedLock needs at least 3 clients (independent masters), got %d", ErrInvalidArgument, len(s.r.clients))
+	}
+	for i, c := range s.r.clients {
+		if c == nil {
+			return fmt.Errorf("%w: RedLock client %d is nil", ErrInvalidArgument, i)
+		}
+		if slices.Index(s.r.clients, c) != i {
+			return fmt.Errorf("%w: RedLock client %d given twice", ErrInvalidArgument, i)
+		}
+		if c.isClosed() {
+			return fmt.Errorf("RedLock client %d: %w", i, ErrClosed)
+		}
+	}
+	return nil
+}
+
+func (s redShape) attempt(owner string, ttl time.Duration, meta string) attempt {
+	return attempt{owner: owner, token: owner, op: newOpID(), ttl: ttl, meta: meta}
+}
+
+// nodeCall is the acquisition on node i: a reentrant Lock.
+func (s redShape) nodeCall(i int, a attempt) scriptCall {
+	c := s.r.clients[i]
+	k := c.keys(s.r.name)
+	return scriptCall{lockAcquire, []string{k.lock, k.fence}, []any{a.owner, a.op, ms(a.ttl), a.meta, ms(c.fenceTTL)}}
+}
+
+func (s redShape) acquireCall(a attempt) scriptCall { return s.nodeCall(0, a) }
+
+func (s redShape) try(ctx context.Context, a attempt, cfg acquireConfig) (grant, error) {
+	name := s.r.name
+	if cfg.replicas != 0 {
+		return grant{}, fmt.Errorf("dlock: acquire %q: %w: ReplicaAck on a RedLock", name, ErrInvalidArgument)
+	}
+	n := len(s.r.clients)
+	q := n/2 + 1
+	start := time.Now()
+	validity := a.ttl - drift(a.ttl)
+	budget := min(validity, max(a.ttl/10, 100*time.Millisecond))
+	settled := make(chan struct{})
+	acquired := false
+	ops := redOps{r: s.r, owner: a.owner}
+	late := func(rep nodeReply) {
+		if rep.yes || rep.err != nil {
+			<-settled
+			if !acquired || s.att.isReleased() {
+				ops.releaseNode(rep.i)
+			}
+		}
+	}
+	// Healthy nodes are all counted in (their grants belong to the Lease
+	// from the start); a slow one does not hold the attempt up past its grace.
+	replies, finished := s.r.quorum(ctx, budget, 10*time.Millisecond, validity, untilAll, func(ctx context.Context, i int) nodeReply {
+		v, err := s.nodeCall(i, a).run(ctx, s.r.clients[i].rdb).Int64Slice()
+		if err != nil {
+			return nodeReply{err: err}
+		}
+		g, err := parseGrant(v)
+		return nodeReply{yes: g.ok, fence: g.fence, err: err}
+	}, late)
+	elapsed := time.Since(start)
+	yes, no, fence, nodeErr := tally(replies)
+	acquired = yes >= q && a.ttl-elapsed-drift(a.ttl) > 0 && ctx.Err() == nil
+	close(settled)
+	if acquired {
+		s.att.mu.Lock()
+		s.att.finished = finished
+		s.att.mu.Unlock()
+		return grant{ok: true, fence: fence}, nil
+	}
+	// Give back every grant: at once on the nodes that said yes, in the
+	// background on those that failed (they may not answer soon), and those
+	// that have not answered yet do it themselves when they do (late).
+	var wg sync.WaitGroup
+	for _, rep := range replies {
+		switch {
+		case rep.yes:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ops.releaseNode(rep.i)
+			}()
+		case rep.err != nil:
+			go ops.releaseNode(rep.i)
+		}
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return grant{}, fmt.Errorf("dlock: acquire %q: %w", name, err)
+	}
+	detail := fmt.Sprintf("granted by %d of %d nodes in %v (%d refused, %d failed, %d no answer); %d needed",
+		yes, n, elapsed.Round(time.Millisecond), no, len(replies)-yes-no, n-len(replies), q)
+	if yes >= q {
+		detail = fmt.Sprintf("quorum of %d after %v: no validity left of the %v lease", yes, elapsed.Round(time.Millisecond), a.ttl)
+	}
+	if nodeErr != nil {
+		detail += "; first node error: " + nodeErr.Error()
+	}
+	delay := redLockRetryMin + rand.N(redLockRetryMax-redLockRetryMin)
+	return grant{pttl: delay, detail: detail}, nil
+}
+
+func (s redShape) holdID(a attempt) string {
+	ids := make([]string, len(s.r.clients))
+	for i, c := range s.r.clients {
+		ids[i] = fmt.Sprintf("%p", c)
+	}
+	return "redlock|" + strings.Join(ids, ",") + "|" + s.r.name + "|" + a.owner
+}
+
+func (s redShape) ops(a attempt) holdOps { return redOps{r: s.r, owner: a.owner, att: s.att} }
+
+// redOps drives a held RedLock over its quorum. It is no renewer: the
+// watchdog renews it through extend.
+type redOps struct {
+	r     *RedLock
+	owner string
+	att   *redAttempt // nil for a failed attempt's clean-up
+}
+
+// releaseNode gives back this owner's grant on node i, in the background of
+// an attempt that failed.
+func (o redOps) releaseNode(i int) {
+	ctx, cancel := context.WithTimeout(context.Background(), unlockTimeout)
+	defer cancel()
+	c := o.r.clients[i]
+	k := c.keys(o.r.name)
+	_ = scriptCall{lockRelease, []string{k.lock}, []any{o.owner, newOpID(), k.wake}}.run(ctx, c.rdb).Err()
+}
+
+// vote runs call on every node and reports true once a quorum said yes,
+// false once more than N - quorum said no, and an error when neither is
+// known (nodes failed or did not answer in time), collecting replies by the
+// stop rule (within ctx and unlockTimeout).
+func (o redOps) vote(ctx context.Context, what string, stop func(n, q, yes, got int) bool, call func(ctx context.Context, i int) nodeReply) (bool, error) {
+	n := len(o.r.clients)
+	q := n/2 + 1
+	replies, _ := o.r.quorum(ctx, unlockTimeout, 0, unlockTimeout, stop, call, nil)
+	yes, no, _, err := tally(replies)
+	switch {
+	case yes >= q:
+		return true, nil
+	case no > n-q:
+		return false, nil
+	case err == nil:
+		err = errors.New("no answer in time")
+	}
+	return false, fmt.Errorf("%s: no quorum (%d yes, %d no of %d): %w", what, yes, no, n, err)
+}
+
+func (o redOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
+	return o.vote(ctx, "extend", untilDecided, func(ctx context.Context, i int) nodeReply {
+		c := o.r.clients[i]
+		call := scriptCall{lockExtend, []string{c.keys(o.r.name).lock}, []any{o.owner, ms(ttl)}}
+		n, err := call.run(ctx, c.rdb).Int64()
+		return nodeReply{yes: err == nil && n == 1, err: err}
+	})
+}
+
+func (o redOps) release(ctx context.Context, op string) (releaseResult, error) {
+	if o.att != nil {
+		o.att.setReleased() // before any release is sent: see redAttempt
+		defer o.att.settle(ctx)
+	}
+	ok, err := o.vote(ctx, "release", untilAll, func(ctx context.Context, i int) nodeReply {
+		c := o.r.clients[i]
+		k := c.keys(o.r.name)
+		n, err := scriptCall{lockRelease, []string{k.lock}, []any{o.owner, op, k.wake}}.run(ctx, c.rdb).Int64()
+		return nodeReply{yes: err == nil && n != int64(releaseNotOurs), err: err}
+	})
+	switch {
+	case err != nil:
+		return releaseNotOurs, err
+	case !ok:
+		return releaseNotOurs, nil
+	}
+	return releaseFree, nil
+}
+
+func (o redOps) verify(ctx context.Context) (bool, error) {
+	return o.vote(ctx, "verify", untilDecided, func(ctx context.Context, i int) nodeReply {
+		c := o.r.clients[i]
+		ok, err := lockOwned(ctx, c, c.keys(o.r.name).lock, o.owner)
+		return nodeReply{yes: ok, err: err}
+	})
+}

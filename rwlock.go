@@ -1,0 +1,159 @@
+package dlock
+
+import (
+	"context"
+	"time"
+)
+
+var (
+	rwReadAcquire  = withLibs("rw_read_acquire.lua", "fence.lua", "lib.lua", "rw_lib.lua")
+	rwReadRelease  = withLibs("rw_read_release.lua", "lib.lua", "rw_lib.lua")
+	rwReadExtend   = withLibs("rw_read_extend.lua", "lib.lua")
+	rwWriteAcquire = withLibs("rw_write_acquire.lua", "fence.lua", "lib.lua", "rw_lib.lua")
+	rwWriteRelease = plain("rw_write_release.lua")
+	rwWriteLeave   = withLibs("rw_write_leave.lua", "lib.lua", "rw_lib.lua")
+	zsetLive       = withLibs("zset_live.lua", "lib.lua")
+)
+
+// RWLock is a read-write lock: any number of readers share it, a writer
+// holds it alone.
+//
+//   - Both sides are reentrant through the Lease's Context, like Lock.
+//   - The writer may also take the read side (downgrade: take the read lock,
+//     then unlock the write lock, and go on reading with no writer getting
+//     in between). The reverse, read to write, is refused at once with
+//     ErrUpgrade: two readers upgrading would wait for each other forever.
+//   - Every read hold has its own lease (and watchdog): a reader that crashed
+//     blocks writers only until its own lease runs out, whatever the other
+//     readers do.
+//   - Writer preference: once a writer waits, new readers wait behind it, so
+//     a steady stream of readers cannot starve writers. Owners that already
+//     read may read again (re-entry), or a reader re-entering while a writer
+//     waits would deadlock. Writers are not ordered among themselves (use a
+//     FairLock for FIFO). A waiting writer refreshes its place like a
+//     FairLock waiter (QueueTimeout); a writer that died stops holding back
+//     readers once its timeout has passed.
+//
+// Every acquisition, read or write, takes a fencing token from the lock's one
+// counter (a re-entry returns the holder's token).
+type RWLock struct {
+	c    *Client
+	name string
+}
+
+// RWLock returns the read-write lock called name. The name is checked by
+// Acquire.
+func (c *Client) RWLock(name string) *RWLock { return &RWLock{c: c, name: name} }
+
+// Name returns the lock's name.
+func (rw *RWLock) Name() string { return rw.name }
+
+// ReadLock returns the read side: its Acquire takes a shared hold.
+func (rw *RWLock) ReadLock() Locker { return readLock{rw} }
+
+// WriteLock returns the write side: its Acquire takes the exclusive hold.
+func (rw *RWLock) WriteLock() Locker { return writeLock{rw} }
+
+type readLock struct{ rw *RWLock }
+
+func (r readLock) Name() string { return r.rw.name }
+
+// Acquire takes or re-enters the read side; see RWLock.
+func (r readLock) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
+	return r.rw.c.acquire(ctx, readShape(r), opts)
+}
+
+type writeLock struct{ rw *RWLock }
+
+func (w writeLock) Name() string { return w.rw.name }
+
+// Acquire takes or re-enters the write side; see RWLock.
+func (w writeLock) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
+	return w.rw.c.acquire(ctx, writeShape(w), opts)
+}
+
+// rwKeys are an RWLock's keys (see lua/rw_lib.lua).
+type rwKeys struct {
+	lockKeys
+	readers, holds, writers string
+}
+
+func (rw *RWLock) keys() rwKeys {
+	k := rw.c.keys(rw.name)
+	return rwKeys{lockKeys: k, readers: k.lock + ":rw:readers", holds: k.lock + ":rw:holds", writers: k.lock + ":rw:writers"}
+}
+
+type readShape struct{ rw *RWLock }
+
+func (s readShape) kind() string     { return "rw_read" }
+func (s readShape) lockName() string { return s.rw.name }
+func (s readShape) keys() lockKeys   { return s.rw.keys().lockKeys }
+
+func (s readShape) attempt(owner string, ttl time.Duration, meta string) attempt {
+	return attempt{owner: owner, token: owner, op: newOpID(), ttl: ttl, meta: meta}
+}
+
+func (s readShape) acquireCall(a attempt) scriptCall {
+	k := s.rw.keys()
+	return scriptCall{rwReadAcquire, []string{k.lock, k.fence, k.readers, k.holds, k.writers},
+		[]any{a.owner, a.op, ms(a.ttl), a.meta, ms(s.rw.c.fenceTTL)}}
+}
+
+func (s readShape) holdID(a attempt) string { return s.rw.keys().readers + "|" + a.owner }
+
+func (s readShape) ops(a attempt) holdOps { return readOps{c: s.rw.c, k: s.rw.keys(), owner: a.owner} }
+
+// readOps drives one owner's read hold.
+type readOps struct {
+	c     *Client
+	k     rwKeys
+	owner string
+}
+
+func (o readOps) renewCalls(ttl time.Duration) []scriptCall {
+	return []scriptCall{{rwReadExtend, []string{o.k.readers, o.k.holds}, []any{o.owner, ms(ttl)}}}
+}
+
+func (o readOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
+	n, err := o.renewCalls(ttl)[0].run(ctx, o.c.rdb).Int64()
+	return n == 1, err
+}
+
+func (o readOps) release(ctx context.Context, op string) (releaseResult, error) {
+	call := scriptCall{rwReadRelease, []string{o.k.readers, o.k.holds}, []any{o.owner, op, o.k.wake}}
+	n, err := call.run(ctx, o.c.rdb).Int64()
+	return releaseResult(n), err
+}
+
+func (o readOps) verify(ctx context.Context) (bool, error) {
+	n, err := scriptCall{zsetLive, []string{o.k.readers}, []any{o.owner}}.run(ctx, o.c.rdb).Int64()
+	return n == 1, err
+}
+
+type writeShape struct{ rw *RWLock }
+
+func (s writeShape) kind() string     { return "rw_write" }
+func (s writeShape) lockName() string { return s.rw.name }
+func (s writeShape) keys() lockKeys   { return s.rw.keys().lockKeys }
+
+func (s writeShape) attempt(owner string, ttl time.Duration, meta string) attempt {
+	return attempt{owner: owner, token: owner, op: newOpID(), ttl: ttl, meta: meta}
+}
+
+func (s writeShape) acquireCall(a attempt) scriptCall {
+	k := s.rw.keys()
+	return scriptCall{rwWriteAcquire, []string{k.lock, k.fence, k.readers, k.holds, k.writers},
+		[]any{a.owner, a.op, ms(a.ttl), a.meta, ms(s.rw.c.fenceTTL), ms(a.queue), s.rw.c.sub.id}}
+}
+
+func (s writeShape) leaveCall(a attempt) scriptCall {
+	k := s.rw.keys()
+	return scriptCall{rwWriteLeave, []string{k.lock, k.readers, k.holds, k.writers},
+		[]any{a.owner, a.op, s.rw.c.queueMember(a), k.wake}}
+}
+
+func (s writeShape) holdID(a attempt) string { return s.rw.keys().lock + "|" + a.owner }
+
+func (s writeShape) ops(a attempt) holdOps {
+	return &keyOps{c: s.rw.c, keys: s.keys(), holder: a.owner, releaseScript: rwWriteRelease, extendScript: lockExtend, owned: lockOwned, releaseOp: true}
+}

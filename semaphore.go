@@ -1,0 +1,208 @@
+package dlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+var (
+	semAcquire = withLibs("sem_acquire.lua", "fence.lua", "lib.lua")
+	semRelease = withLibs("sem_release.lua", "lib.lua")
+	semExtend  = withLibs("sem_extend.lua", "lib.lua")
+)
+
+// Semaphore lets up to a fixed number of holders in at once (Redisson's
+// RPermitExpirableSemaphore). Every permit is held through its own Lease,
+// with its own id, fencing token, lease and watchdog, like a lock: a permit
+// whose holder crashed returns by itself when its lease runs out, and a
+// permit lost (expired, removed) is reported lost like a lock. Waiters are
+// woken when a permit is released.
+//
+// The permit count is not stored as a setting in Redis: each Acquire counts
+// against the count of its own Semaphore value, so every user of one name
+// must agree on it (Inspect shows the count of the latest acquisition).
+// Permits are not granted in arrival order.
+type Semaphore struct {
+	c       *Client
+	name    string
+	permits int
+}
+
+// Semaphore returns the semaphore called name with the given number of
+// permits. The name and count are checked by Acquire.
+func (c *Client) Semaphore(name string, permits int) *Semaphore {
+	return &Semaphore{c: c, name: name, permits: permits}
+}
+
+// Name returns the semaphore's name.
+func (s *Semaphore) Name() string { return s.name }
+
+// Permits returns the semaphore's number of permits.
+func (s *Semaphore) Permits() int { return s.permits }
+
+// Acquire takes one permit; see Locker. Unlocking the Lease gives it back.
+func (s *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
+	return s.c.acquire(ctx, semShape{s, 1}, opts)
+}
+
+// AcquireN takes k permits at once (all or none, 1 <= k <= Permits), one
+// Lease per permit, each with its own id, token and lease. It waits, as
+// Acquire does, until k permits are free at the same time.
+func (s *Semaphore) AcquireN(ctx context.Context, k int, opts ...Option) ([]*Lease, error) {
+	return s.c.acquireAll(ctx, semShape{s, k}, opts)
+}
+
+// Release gives back the permit with the given id (Lease.ID) on behalf of
+// whoever holds it, for a permit whose Lease is out of reach (another
+// process, a handle lost after a crash). It returns an error wrapping
+// ErrNotHeld if no live permit has that id (never granted, released already,
+// or its lease ran out). The Lease that held the permit, if any, is reported
+// lost at its next renewal or check. To give back your own permit, use
+// Lease.Unlock.
+func (s *Semaphore) Release(ctx context.Context, id string) error {
+	if err := validName(s.name); err != nil {
+		return fmt.Errorf("dlock: release: %w", err)
+	}
+	if len(id) != 32 {
+		return fmt.Errorf("dlock: release %q: %w: permit id %q", s.name, ErrNotHeld, id)
+	}
+	n, err := s.ops(id).releaseCall(newOpID()).run(ctx, s.c.rdb).Int64()
+	if err != nil {
+		return redisErr(ctx, "release", s.name, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("dlock: release %q: %w: no live permit %s", s.name, ErrNotHeld, short(id))
+	}
+	return nil
+}
+
+// semKeys are a Semaphore's keys (see lua/sem_acquire.lua).
+type semKeys struct {
+	lockKeys // lock is the permits zset
+	data     string
+}
+
+func (s *Semaphore) keys() semKeys {
+	k := s.c.keys(s.name)
+	return semKeys{lockKeys: k, data: k.lock + ":permits"}
+}
+
+func (s *Semaphore) ops(id string) semOps { return semOps{c: s.c, k: s.keys(), id: id} }
+
+// semShape is an acquisition of k permits.
+type semShape struct {
+	s *Semaphore
+	k int
+}
+
+func (sh semShape) kind() string     { return "semaphore" }
+func (sh semShape) lockName() string { return sh.s.name }
+func (sh semShape) keys() lockKeys   { return sh.s.keys().lockKeys }
+
+func (sh semShape) validate() error {
+	if err := validName(sh.s.name); err != nil {
+		return err
+	}
+	if sh.s.permits < 1 {
+		return fmt.Errorf("%w: semaphore %q has %d permits (want >= 1)", ErrInvalidArgument, sh.s.name, sh.s.permits)
+	}
+	if sh.k < 1 || sh.k > sh.s.permits {
+		return fmt.Errorf("%w: %d permits of semaphore %q asked for (want 1..%d)", ErrInvalidArgument, sh.k, sh.s.name, sh.s.permits)
+	}
+	return nil
+}
+
+func (sh semShape) attempt(owner string, ttl time.Duration, meta string) attempt {
+	a := attempt{owner: owner, op: newOpID(), ttl: ttl, meta: meta}
+	if sh.k == 1 {
+		a.token = newToken()
+		return a
+	}
+	for range sh.k {
+		a.tokens = append(a.tokens, newToken())
+	}
+	return a
+}
+
+func (sh semShape) acquireCall(a attempt) scriptCall {
+	k := sh.s.keys()
+	args := []any{sh.s.permits, ms(a.ttl), a.meta, ms(sh.s.c.fenceTTL)}
+	if len(a.tokens) == 0 {
+		args = append(args, a.token)
+	}
+	for _, id := range a.tokens {
+		args = append(args, id)
+	}
+	return scriptCall{semAcquire, []string{k.lock, k.data, k.fence}, args}
+}
+
+func (sh semShape) holdID(a attempt) string { return sh.s.keys().lock + "|" + a.token }
+
+// ops drives the attempt's permit, or all its permits (to undo a grant).
+func (sh semShape) ops(a attempt) holdOps {
+	if len(a.tokens) == 0 {
+		return sh.s.ops(a.token)
+	}
+	all := make(permitsOps, len(a.tokens))
+	for i, id := range a.tokens {
+		all[i] = sh.s.ops(id)
+	}
+	return all
+}
+
+// semOps drives one permit.
+type semOps struct {
+	c  *Client
+	k  semKeys
+	id string
+}
+
+func (o semOps) releaseCall(string) scriptCall {
+	return scriptCall{semRelease, []string{o.k.lock, o.k.data}, []any{o.id, o.k.wake}}
+}
+
+func (o semOps) renewCalls(ttl time.Duration) []scriptCall {
+	return []scriptCall{{semExtend, []string{o.k.lock, o.k.data}, []any{o.id, ms(ttl)}}}
+}
+
+func (o semOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
+	n, err := o.renewCalls(ttl)[0].run(ctx, o.c.rdb).Int64()
+	return n == 1, err
+}
+
+func (o semOps) release(ctx context.Context, op string) (releaseResult, error) {
+	n, err := o.releaseCall(op).run(ctx, o.c.rdb).Int64()
+	return releaseResult(n), err
+}
+
+func (o semOps) verify(ctx context.Context) (bool, error) {
+	n, err := scriptCall{zsetLive, []string{o.k.lock}, []any{o.id}}.run(ctx, o.c.rdb).Int64()
+	return n == 1, err
+}
+
+// permitsOps gives back all permits of one grant (an undone acquisition);
+// it is never a Lease's ops.
+type permitsOps []semOps
+
+func (p permitsOps) extend(context.Context, time.Duration) (bool, error) {
+	return false, fmt.Errorf("dlock: extend of a whole grant of permits")
+}
+
+func (p permitsOps) release(ctx context.Context, op string) (releaseResult, error) {
+	res := releaseFree
+	for _, o := range p {
+		r, err := o.release(ctx, op)
+		if err != nil {
+			return releaseNotOurs, err
+		}
+		if r == releaseNotOurs {
+			res = releaseNotOurs
+		}
+	}
+	return res, nil
+}
+
+func (p permitsOps) verify(context.Context) (bool, error) {
+	return false, fmt.Errorf("dlock: verify of a whole grant of permits")
+}
