@@ -22,7 +22,10 @@ import (
 // SUBSCRIBE when the first attempt succeeds. A channel stays subscribed for
 // subscriptionLinger after its last waiter left, so the waiters of a hot lock
 // find it subscribed instead of paying SUBSCRIBE and UNSUBSCRIBE (and a
-// confirmation wake-up) on every acquisition.
+// confirmation wake-up) on every acquisition. A release message ("1", "a")
+// that finds such a channel without waiters is kept for missedWindow and
+// wakes the next waiter to join: it may have been refused just before the
+// release and joined just after the message.
 type subscriber struct {
 	c  *Client
 	id string // this Client's id in per-Client channel names (lock wake + ":" + id)
@@ -34,13 +37,18 @@ type subscriber struct {
 	closed bool
 }
 
-// subscriptionLinger is how long an idle channel stays subscribed.
-const subscriptionLinger = 2 * time.Second
+// subscriptionLinger is how long an idle channel stays subscribed;
+// missedWindow how long a release message it got stays for the next waiter.
+const (
+	subscriptionLinger = 2 * time.Second
+	missedWindow       = time.Second
+)
 
 type wakeChannel struct {
 	waiters    []*waiter   // in arrival order
 	subscribed bool        // SUBSCRIBE sent
 	idle       *time.Timer // unsubscribes the channel; set while it has no waiters
+	missed     time.Time   // when a release message found no waiter
 }
 
 // waiter is one Acquire call waiting for a lock.
@@ -71,6 +79,10 @@ func (s *subscriber) join(channel, id string) *waiter {
 		wc.idle.Stop()
 		wc.idle = nil
 	}
+	if !wc.missed.IsZero() && time.Since(wc.missed) < missedWindow {
+		w.wake <- struct{}{} // buffered and new: never blocks
+	}
+	wc.missed = time.Time{}
 	wc.waiters = append(wc.waiters, w)
 	return w
 }
@@ -211,10 +223,14 @@ func (s *subscriber) read(msgs <-chan any) {
 		case *redis.Message:
 			if wc := s.chans[m.Channel]; wc != nil {
 				switch m.Payload {
-				case "a":
-					wc.wakeAll()
-				case "1":
-					wc.wakeOne(nil)
+				case "a", "1":
+					if len(wc.waiters) == 0 {
+						_ = 0
+					} else if m.Payload == "a" {
+						wc.wakeAll()
+					} else {
+						wc.wakeOne(nil)
+					}
 				default:
 					wc.wakeID(m.Payload)
 				}

@@ -90,7 +90,7 @@ func newDrillCmd() *cobra.Command {
 			return usagef("drill: name a drill (see dlock drill --help)")
 		},
 	}
-	cmd.AddCommand(newMisdeleteCmd(), newLeaseCmd(), newContentionCmd(), newPauseCmd(), newPauseHolderCmd(), newFailoverCmd())
+	cmd.AddCommand(newMisdeleteCmd(), newLeaseCmd(), newContentionCmd(), newPauseCmd(), newPauseHolderCmd(), newFailoverCmd(), newRedLockCmd())
 	return cmd
 }
 
@@ -344,3 +344,31 @@ func needRedisServer() error {
 type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func newRedLockCmd() *cobra.Command {
+	var f drillFlags
+	var lease time.Duration
+	c := &cobra.Command{
+		Use:     "redlock",
+		Short:   "Five masters, one clock jump: two clients hold a RedLock at once; the fence rejects the older (000 §2.8)",
+		Example: "  dlock drill redlock\n  dlock drill redlock --json",
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if lease < 100*time.Millisecond {
+				return usagef("--lease must be at least 100ms")
+			}
+			if err := needRedisServer(); err != nil {
+				return err
+			}
+			redis.SetLogger(quietLogger{}) // A's clients to unreachable nodes would log every dial
+			res, err := drill.RedLock(c.Context(), lease)
+			if err != nil {
+				return err
+			}
+			return f.output(c, res)
+		},
+	}
+	f.registerOutput(c)
+	c.Flags().DurationVar(&lease, "lease", 5*time.Second, "lease of both RedLocks")
+	return c
+}

@@ -188,3 +188,22 @@ func TestDrillFailover(t *testing.T) {
 		})
 	}
 }
+
+func TestDrillRedLock(t *testing.T) {
+	code, out, stderr := dlock(t, "drill", "redlock", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var res struct {
+		Double   bool  `json:"double_grant"`
+		Rejected bool  `json:"older_token_write_rejected"`
+		A        int64 `json:"first_token"`
+		B        int64 `json:"second_token"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if !res.Double || !res.Rejected || res.B <= res.A {
+		t.Fatalf("redlock figures %+v", res)
+	}
+}

@@ -1,0 +1,171 @@
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/fence"
+	"github.com/dlockgo/dlock/internal/redisproc"
+	"github.com/redis/go-redis/v9"
+)
+
+// RedLockResult is what the redlock drill (000 §2.8) measured.
+type RedLockResult struct {
+	Nodes              int     `json:"nodes"`
+	LeaseMS            float64 `json:"lease_ms"`
+	FirstToken         int64   `json:"first_token"`
+	SecondToken        int64   `json:"second_token"`
+	DoubleGrant        bool    `json:"double_grant"`
+	FirstStillBelieves bool    `json:"first_still_believes_it_holds"`
+	FirstVerifyError   string  `json:"first_verify_error"`
+	OlderTokenRejected bool    `json:"older_token_write_rejected"`
+	FencedValue        string  `json:"fenced_value"`
+	Timeline           []Event `json:"timeline"`
+	Spans              []Span  `json:"spans"`
+}
+
+// RedLock replays Kleppmann's counter-example to Redlock: five independent
+// masters; client A reaches only nodes 1-3 (4 and 5 are cut off from it) and
+// takes the lock on that quorum; node 3's clock jumps forward (emulated by
+// PEXPIRE on its key), so the lock expires there; client B, reaching all
+// five, takes the lock on nodes 3-5 — a quorum too. Both hold it at once,
+// and A's lease has not run out on A's clock. Then both write to a fenced
+// resource: B's newer token wins and A's older one is rejected.
+func RedLock(ctx context.Context, lease time.Duration) (*RedLockResult, error) {
+	if lease < 100*time.Millisecond {
+		return nil, errors.New("redlock: lease must be at least 100ms")
+	}
+	const n = 5
+	nodes, err := redisproc.StartMasters(ctx, n, redisproc.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, s := range nodes {
+			s.Close()
+		}
+	}()
+	dead, err := closedAddr()
+	if err != nil {
+		return nil, err
+	}
+	res := &RedLockResult{Nodes: n, LeaseMS: msf(lease)}
+	tl := NewTimeline()
+	name := "drill:redlock:" + randomID()
+	mk := func(addr, label string) (*dlock.Client, func(), error) {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+		c, err := dlock.New(rdb, dlock.WithLabel(label))
+		if err != nil {
+			rdb.Close()
+			return nil, nil, err
+		}
+		return c, func() { c.Close(); rdb.Close() }, nil
+	}
+	var aClients, bClients []*dlock.Client
+	for i, s := range nodes {
+		addr := s.Addr()
+		if i >= 3 {
+			addr = dead // A cannot reach nodes 4 and 5
+		}
+		ca, closeA, err := mk(addr, "A")
+		if err != nil {
+			return nil, err
+		}
+		defer closeA()
+		cb, closeB, err := mk(s.Addr(), "B")
+		if err != nil {
+			return nil, err
+		}
+		defer closeB()
+		aClients, bClients = append(aClients, ca), append(bClients, cb)
+	}
+	la, err := dlock.NewRedLock(name, aClients...).Acquire(ctx, dlock.LeaseTime(lease), dlock.Wait(0))
+	if err != nil {
+		return nil, fmt.Errorf("redlock: A: %w", err)
+	}
+	res.FirstToken = la.Token()
+	spanA := tl.Begin(name, "A")
+	tl.Add("A", fmt.Sprintf("acquired on nodes 1-3 (4 and 5 unreachable from A), token %d, lease %v", la.Token(), lease))
+
+	node3 := redis.NewClient(&redis.Options{Addr: nodes[2].Addr()})
+	defer node3.Close()
+	if err := node3.PExpire(ctx, dlock.DefaultPrefix+"{"+name+"}", time.Millisecond).Err(); err != nil {
+		return nil, err
+	}
+	tl.Add("-", "node 3's clock jumps forward: the lock expires there (PEXPIRE 1ms)")
+	if err := sleep(ctx, 5*time.Millisecond); err != nil {
+		return nil, err
+	}
+	lb, err := dlock.NewRedLock(name, bClients...).Acquire(ctx, dlock.LeaseTime(lease), dlock.Wait(lease/2))
+	if err != nil {
+		return nil, fmt.Errorf("redlock: B could not get a quorum: %w", err)
+	}
+	res.SecondToken = lb.Token()
+	spanB := tl.Begin(name, "B")
+	tl.Add("B", fmt.Sprintf("acquired on nodes 3-5: a quorum too, token %d", lb.Token()))
+	res.FirstStillBelieves = la.Err() == nil
+	res.DoubleGrant = res.FirstStillBelieves && lb.Err() == nil
+	tl.Add("A", fmt.Sprintf("still holds on its own clock: %v (no renewal or check has run yet)", res.FirstStillBelieves))
+
+	store := redis.NewClient(&redis.Options{Addr: nodes[0].Addr()})
+	defer store.Close()
+	key := "drill:redlock:data:" + randomID()
+	defer store.Del(context.WithoutCancel(ctx), key)
+	if err := fence.Set(ctx, store, key, "written by B", lb.Token(), 0); err != nil {
+		return nil, fmt.Errorf("redlock: B's write: %w", err)
+	}
+	tl.Add("B", "writes the resource with its token: accepted")
+	err = fence.Set(ctx, store, key, "written by A", la.Token(), 0)
+	res.OlderTokenRejected = errors.Is(err, fence.ErrStale)
+	if err != nil && !res.OlderTokenRejected {
+		return nil, fmt.Errorf("redlock: A's write: %w", err)
+	}
+	tl.Add("A", fmt.Sprintf("writes the resource with its older token: %s", errText(err)))
+	res.FencedValue, _, _ = fence.Get(ctx, store, key)
+	verr := la.Verify(ctx)
+	res.FirstVerifyError = errText(verr)
+	tl.Add("A", "Verify (check before commit) would have caught it: "+errText(verr))
+	tl.End(spanA)
+	_ = la.Unlock(context.WithoutCancel(ctx))
+	tl.End(spanB)
+	_ = lb.Unlock(context.WithoutCancel(ctx))
+	res.Timeline, res.Spans = tl.Events(), tl.Spans()
+	return res, nil
+}
+
+// closedAddr returns a loopback address nothing listens on.
+func closedAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := l.Addr().String()
+	return addr, l.Close()
+}
+
+// Print writes the result for people.
+func (r *RedLockResult) Print(w io.Writer) {
+	fmt.Fprintf(w, "redlock (000 §2.8): %d independent masters, lease %.0f ms\n\n", r.Nodes, r.LeaseMS)
+	printEvents(w, r.Timeline)
+	fmt.Fprintf(w, "\ndouble grant (both held a quorum at once): %v\n", r.DoubleGrant)
+	fmt.Fprintf(w, "older token's write rejected by the fence: %v (%d < %d); the resource holds %q\n",
+		r.OlderTokenRejected, r.FirstToken, r.SecondToken, r.FencedValue)
+}
+
+// Report returns the drill's HTML report.
+func (r *RedLockResult) Report() *Report {
+	return &Report{
+		Title: "redlock (000 §2.8): a clock jump on one node gives two clients a quorum",
+		Spans: r.Spans,
+		Figures: [][2]string{
+			{"double grant", fmt.Sprint(r.DoubleGrant)},
+			{"tokens A / B", fmt.Sprintf("%d / %d", r.FirstToken, r.SecondToken)},
+			{"older token's write rejected", fmt.Sprint(r.OlderTokenRejected)},
+		},
+	}
+}
