@@ -18,7 +18,7 @@ import (
 func fairQueue(name string) string { return "dlock:{" + name + "}:queue" }
 
 // 8 owners on 4 Clients arriving 20 ms apart (each one queued before the
-// next arrives) acquire in arrival order; 20 rounds.
+// next arrives) acquire in arrival order, with increasing tokens; 20 rounds.
 func TestFairOrder(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redistest.Client(t, srv)
@@ -31,6 +31,7 @@ func TestFairOrder(t *testing.T) {
 		}
 		var mu sync.Mutex
 		var order []int
+		last := holder.Token()
 		var wg sync.WaitGroup
 		for i := range 8 {
 			wg.Add(1)
@@ -43,6 +44,10 @@ func TestFairOrder(t *testing.T) {
 				}
 				mu.Lock()
 				order = append(order, i)
+				if l.Token() <= last {
+					t.Errorf("waiter %d's token %d not above the previous grant's %d", i, l.Token(), last)
+				}
+				last = l.Token()
 				mu.Unlock()
 				if err := l.Unlock(ctx); err != nil {
 					t.Error(err)

@@ -232,4 +232,3 @@ func TestFamilyObserverShapes(t *testing.T) {
 		t.Fatalf("acquired %v, released %v, want %v", rec.acquired, rec.released, want)
 	}
 }
-

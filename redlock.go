@@ -137,13 +137,12 @@ var (
 // quorum sends call to every node at once and collects the replies until
 // stop says so, ctx is done or wait has passed; with grace > 0, also once a
 // quorum said yes and the others had as long again as that took (at least
-// grace) to answer. It returns the replies it got
-// by then. The calls themselves are not cut short by any of that (a grant
-// still in flight after a quorum was reached makes the lock hold on more
-// nodes): they run under ctx's values with a timeout of callTimeout. late,
-// if not nil, runs in the node's goroutine for each reply that came after
-// the collection ended. finished is closed once every call (and late) is
-// done.
+// grace) to answer. It returns the replies it got by then. The calls are not
+// cut short by any of that (a grant still in flight when a quorum was reached
+// makes the lock hold on more nodes): they run under ctx's values with a
+// timeout of callTimeout. late, if not nil, runs in the node's goroutine for
+// each reply that came after the collection ended. finished is closed once
+// every call (and late) is done.
 func (r *RedLock) quorum(ctx context.Context, wait, grace, callTimeout time.Duration, stop func(n, q, yes, got int) bool, call func(ctx context.Context, i int) nodeReply, late func(nodeReply)) (replies []nodeReply, finished <-chan struct{}) {
 	n := len(r.clients)
 	q := n/2 + 1

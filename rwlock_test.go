@@ -232,6 +232,11 @@ func TestRWUpgradeDowngrade(t *testing.T) {
 	if _, err := other.RWLock("grade").ReadLock().Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("another reader while writing: %v", err)
 	}
+	info, err := c.Inspect(ctx, "grade")
+	if err != nil || info.Shape != "rw" || len(info.Holders) != 2 || info.Holders[0].Mode != "write" || info.Holders[1].Mode != "read" ||
+		info.Holders[0].ID != info.Holders[1].ID || info.Holders[1].Fence <= info.Holders[0].Fence {
+		t.Fatalf("inspect while writing and reading: %+v %v", info, err)
+	}
 	if err := wl.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}

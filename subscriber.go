@@ -225,7 +225,7 @@ func (s *subscriber) read(msgs <-chan any) {
 				switch m.Payload {
 				case "a", "1":
 					if len(wc.waiters) == 0 {
-						_ = 0
+						wc.missed = time.Now()
 					} else if m.Payload == "a" {
 						wc.wakeAll()
 					} else {

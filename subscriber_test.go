@@ -32,7 +32,8 @@ func TestSubscriberMissedRelease(t *testing.T) {
 	missed := func(name string) bool {
 		c.sub.mu.Lock()
 		defer c.sub.mu.Unlock()
-		return !c.sub.chans[name].missed.IsZero()
+		wc := c.sub.chans[name]
+		return wc != nil && !wc.missed.IsZero()
 	}
 	// seen waits until a "1" published after everything else on ch has
 	// reached the subscriber (one connection: messages arrive in order).
