@@ -50,7 +50,8 @@ func (l *Lease) ID() string { return l.h.holder }
 // that lives for the Client's fence TTL after the last grant; after that key
 // is lost (TTL, FLUSHALL, a failover that lost its last write) tokens still
 // increase unless the server clock went back. On Redis they are as durable as
-// Redis replication; for consensus-grade tokens use the etcd backend.
+// Redis replication; for tokens that must never go back, have a consensus
+// store (etcd, ZooKeeper) issue them.
 func (l *Lease) Token() int64 { return l.h.fence }
 
 // Context returns a context that carries this lease's owner (acquiring a
@@ -64,7 +65,12 @@ func (l *Lease) Done() <-chan struct{} { return l.done }
 
 // Err returns nil while the lease is held or after a clean Unlock, and an
 // error wrapping ErrLockLost once the lock was lost.
+//
+// Err reads the client's clock: once the lease's local deadline has passed
+// it reports the loss even if the timer that cancels Context has not run yet
+// (on a busy machine timers fire late; Err never does).
 func (l *Lease) Err() error {
+	l.h.pastDeadline()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err

@@ -50,7 +50,8 @@ const (
 // return a smaller token than an earlier one, and two clients can even hold
 // the lock at once after a pause longer than the lease (Kleppmann's critique,
 // 000 §2.8). RedLock lowers the odds of losing a lock to a single failure; it
-// is not consensus. For tokens that never go back, use the etcd backend.
+// is not consensus. For tokens that never go back, use a consensus store
+// (etcd, ZooKeeper) to issue them.
 type RedLock struct {
 	name    string
 	clients []*Client
