@@ -57,6 +57,20 @@ func (f *drillFlags) infoOut(c *cobra.Command) io.Writer {
 	return c.OutOrStdout()
 }
 
+// withRedis opens the drill's Redis, runs fn on it and prints the result.
+func (f *drillFlags) withRedis(c *cobra.Command, fn func(ctx context.Context, r *drill.Redis) (result, error)) error {
+	r, err := f.openRedis(c)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	res, err := fn(c.Context(), r)
+	if err != nil {
+		return err
+	}
+	return f.output(c, res)
+}
+
 // result is a drill's result.
 type result interface {
 	Print(io.Writer)
@@ -106,16 +120,9 @@ func newMisdeleteCmd() *cobra.Command {
 			if lease <= 0 {
 				return usagef("--lease must be positive")
 			}
-			r, err := f.openRedis(c)
-			if err != nil {
-				return err
-			}
-			defer r.Close()
-			res, err := drill.Misdelete(c.Context(), r, lease)
-			if err != nil {
-				return err
-			}
-			return f.output(c, res)
+			return f.withRedis(c, func(ctx context.Context, r *drill.Redis) (result, error) {
+				return drill.Misdelete(ctx, r, lease)
+			})
 		},
 	}
 	f.register(c)
@@ -137,16 +144,9 @@ func newLeaseCmd() *cobra.Command {
 			if lease <= 0 || work <= 0 || scale <= 0 {
 				return usagef("--lease, --work and --scale must be positive")
 			}
-			r, err := f.openRedis(c)
-			if err != nil {
-				return err
-			}
-			defer r.Close()
-			res, err := drill.Lease(c.Context(), r, scaled(lease, scale), scaled(work, scale))
-			if err != nil {
-				return err
-			}
-			return f.output(c, res)
+			return f.withRedis(c, func(ctx context.Context, r *drill.Redis) (result, error) {
+				return drill.Lease(ctx, r, scaled(lease, scale), scaled(work, scale))
+			})
 		},
 	}
 	f.register(c)
@@ -169,16 +169,9 @@ func newContentionCmd() *cobra.Command {
 			if workers < 1 || loops < 1 || work < 0 {
 				return usagef("--workers and --loops must be >= 1, --work >= 0")
 			}
-			r, err := f.openRedis(c)
-			if err != nil {
-				return err
-			}
-			defer r.Close()
-			res, err := drill.Contention(c.Context(), r, workers, loops, work)
-			if err != nil {
-				return err
-			}
-			return f.output(c, res)
+			return f.withRedis(c, func(ctx context.Context, r *drill.Redis) (result, error) {
+				return drill.Contention(ctx, r, workers, loops, work)
+			})
 		},
 	}
 	f.register(c)
@@ -214,16 +207,9 @@ func newPauseCmd() *cobra.Command {
 			if lease <= 0 {
 				return usagef("--lease must be positive")
 			}
-			r, err := f.openRedis(c)
-			if err != nil {
-				return err
-			}
-			defer r.Close()
-			res, err := drill.Pause(c.Context(), r, drill.PauseOptions{Lease: lease, Spawn: spawnSelf("drill", "pause-holder")})
-			if err != nil {
-				return err
-			}
-			return f.output(c, res)
+			return f.withRedis(c, func(ctx context.Context, r *drill.Redis) (result, error) {
+				return drill.Pause(ctx, r, drill.PauseOptions{Lease: lease, Spawn: spawnSelf("drill", "pause-holder")})
+			})
 		},
 	}
 	f.register(c)
