@@ -1,0 +1,153 @@
+package libs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dlockgo/dlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// Dlock returns dlock's rows: each lock shape with the library's defaults
+// (no LeaseTime: the watchdog keeps the lease, 30 s renewed every 10 s;
+// waiters wake on the release's pub/sub message or the holder's TTL).
+func Dlock() []Entry {
+	return []Entry{
+		dlockEntry("Mutex", "defaults (watchdog lease, pub/sub wake-up)", func(c *dlock.Client, name string) dlock.Locker { return c.Mutex(name) }),
+		dlockEntry("Lock", "reentrant, defaults", func(c *dlock.Client, name string) dlock.Locker { return c.Lock(name) }),
+		dlockEntry("FairLock", "FIFO queue in Redis, server-side hand-off, defaults", func(c *dlock.Client, name string) dlock.Locker { return c.FairLock(name) }),
+	}
+}
+
+func dlockEntry(variant, setting string, shape func(*dlock.Client, string) dlock.Locker) Entry {
+	return Entry{Lib: "dlock", Variant: variant, Setting: setting, Client: "go-redis",
+		Open: func(_ context.Context, env Env, clients int) (Instance, error) {
+			return openDlock(env, clients, shape)
+		}}
+}
+
+type dlockInst struct {
+	rdbs  []*redis.Client
+	cs    []*dlock.Client
+	shape func(*dlock.Client, string) dlock.Locker
+	opts  []dlock.Option
+}
+
+func openDlock(env Env, clients int, shape func(*dlock.Client, string) dlock.Locker) (Instance, error) {
+	d := &dlockInst{rdbs: goRedisClients(env.Redis[0], clients), shape: shape, opts: []dlock.Option{dlock.Wait(env.Wait)}}
+	var copts []dlock.ClientOption
+	if env.Lease > 0 {
+		copts = append(copts, dlock.WithWatchdogTimeout(env.Lease))
+	}
+	for _, rdb := range d.rdbs {
+		c, err := dlock.New(rdb, copts...)
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		d.cs = append(d.cs, c)
+	}
+	return d, nil
+}
+
+func (d *dlockInst) Worker(i int, name string) (Worker, error) {
+	return &dlockWorker{lk: d.shape(d.cs[i%len(d.cs)], name), opts: d.opts}, nil
+}
+
+// RenewalRoundTrips sums the watchdogs' renewal pipelines.
+func (d *dlockInst) RenewalRoundTrips() int64 {
+	var n int64
+	for _, c := range d.cs {
+		n += c.Stats().RenewalRoundTrips
+	}
+	return n
+}
+
+func (d *dlockInst) Close() error {
+	var errs []error
+	for _, c := range d.cs {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(append(errs, closeGoRedis(d.rdbs))...)
+}
+
+type dlockWorker struct {
+	lk   dlock.Locker
+	opts []dlock.Option
+	l    *dlock.Lease
+}
+
+func (w *dlockWorker) Lock(ctx context.Context) error {
+	l, err := w.lk.Acquire(ctx, w.opts...)
+	if err != nil {
+		return err
+	}
+	w.l = l
+	return nil
+}
+
+func (w *dlockWorker) Unlock(ctx context.Context) error {
+	if w.l == nil {
+		return fmt.Errorf("libs: dlock: unlock without lock")
+	}
+	l := w.l
+	w.l = nil
+	return l.Unlock(ctx)
+}
+
+// Lost reports whether the held lease was lost.
+func (w *dlockWorker) Lost() bool { return w.l != nil && w.l.Err() != nil }
+
+// DlockRedLock returns dlock's RedLock row over every node of env.Redis
+// (one dlock Client per node; defaults: random 20–200 ms between attempts).
+func DlockRedLock() []Entry {
+	return []Entry{{Lib: "dlock", Variant: "RedLock", Setting: "5 Clients, defaults (retry 20–200 ms)", Client: "go-redis",
+		Open: func(_ context.Context, env Env, clients int) (Instance, error) {
+			return openDlockRedLock(env, clients)
+		}}}
+}
+
+// dlockRedLockInst is clients sets of one dlock Client per node.
+type dlockRedLockInst struct {
+	rdbs []*redis.Client
+	sets [][]*dlock.Client
+	opts []dlock.Option
+}
+
+func openDlockRedLock(env Env, clients int) (Instance, error) {
+	d := &dlockRedLockInst{opts: []dlock.Option{dlock.Wait(env.Wait)}}
+	var copts []dlock.ClientOption
+	if env.Lease > 0 {
+		copts = append(copts, dlock.WithWatchdogTimeout(env.Lease))
+	}
+	for range clients {
+		var set []*dlock.Client
+		for _, a := range env.Redis {
+			rdb := redis.NewClient(&redis.Options{Addr: a})
+			d.rdbs = append(d.rdbs, rdb)
+			c, err := dlock.New(rdb, copts...)
+			if err != nil {
+				d.Close()
+				return nil, err
+			}
+			set = append(set, c)
+		}
+		d.sets = append(d.sets, set)
+	}
+	return d, nil
+}
+
+func (d *dlockRedLockInst) Worker(i int, name string) (Worker, error) {
+	return &dlockWorker{lk: dlock.NewRedLock(name, d.sets[i%len(d.sets)]...), opts: d.opts}, nil
+}
+
+func (d *dlockRedLockInst) Close() error {
+	var errs []error
+	for _, set := range d.sets {
+		for _, c := range set {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(append(errs, closeGoRedis(d.rdbs))...)
+}
