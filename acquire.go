@@ -65,6 +65,20 @@ type attempt struct {
 	queue  time.Duration // a queuer's place timeout; 0: try without queueing (Wait(0))
 }
 
+// each returns the attempt once per grant it asks for (several for a
+// multi-permit acquisition).
+func (a attempt) each() []attempt {
+	if len(a.tokens) == 0 {
+		return []attempt{a}
+	}
+	out := make([]attempt, len(a.tokens))
+	for i, tok := range a.tokens {
+		out[i] = a
+		out[i].token, out[i].tokens = tok, nil
+	}
+	return out
+}
+
 // scriptCall is one invocation of a script.
 type scriptCall struct {
 	s    *redis.Script
@@ -277,6 +291,12 @@ func (c *Client) tryGrant(ctx context.Context, sh redisShape, a attempt, cfg acq
 
 // newLeases turns a grant into its Leases: one, or one per attempt.tokens.
 func (c *Client) newLeases(ctx context.Context, sh redisShape, a attempt, g grant, sent time.Time, cfg acquireConfig) ([]*Lease, error) {
+	if cerr := ctx.Err(); cerr != nil { // cancelled while the grant was in flight: give it back
+		for _, one := range a.each() {
+			_, _ = sh.ops(one).release(context.WithoutCancel(ctx), newOpID())
+		}
+		return nil, fmt.Errorf("dlock: acquire %q: %w", sh.lockName(), cerr)
+	}
 	if len(a.tokens) == 0 {
 		l, err := c.newLease(ctx, sh, a, g, sent, cfg)
 		if err != nil {
@@ -286,9 +306,7 @@ func (c *Client) newLeases(ctx context.Context, sh redisShape, a attempt, g gran
 	}
 	ls := make([]*Lease, 0, len(a.tokens))
 	var err error
-	for i, tok := range a.tokens {
-		one := a
-		one.token, one.tokens = tok, nil
+	for i, one := range a.each() {
 		if err != nil { // closed meanwhile: give the rest back
 			_, _ = sh.ops(one).release(context.WithoutCancel(ctx), newOpID())
 			continue
