@@ -3,17 +3,15 @@ package fence_test
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/dlockgo/dlock/fence"
 	"github.com/dlockgo/dlock/internal/pgproc"
+	"github.com/dlockgo/dlock/internal/pgtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib"
-	"go.uber.org/goleak"
 	_ "modernc.org/sqlite"
 )
 
@@ -22,46 +20,11 @@ import (
 var pg *pgproc.Server
 
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	s, err := pgproc.Start(ctx, pgproc.Options{})
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	pg = s
-	code := m.Run()
-	if err := s.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(pgtest.Run(m, func(s *pgproc.Server) { pg = s }))
 }
-
-var dbSeq int
 
 // pgDSN creates a fresh database and drops it at cleanup.
-func pgDSN(t *testing.T) string {
-	t.Helper()
-	dbSeq++
-	name := fmt.Sprintf("fence%d_%d", os.Getpid(), dbSeq)
-	dsn, err := pg.CreateDatabase(context.Background(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := pg.DropDatabase(context.Background(), name); err != nil {
-			t.Error(err)
-		}
-	})
-	return dsn
-}
+func pgDSN(t *testing.T) string { return pgtest.DB(t, pg) }
 
 // store is one way of talking to one database.
 type store struct {

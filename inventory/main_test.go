@@ -14,10 +14,10 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/pgproc"
+	"github.com/dlockgo/dlock/internal/pgtest"
 	"github.com/dlockgo/dlock/internal/redistest"
 	"github.com/dlockgo/dlock/inventory"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
 // pg is one PostgreSQL server for the package; each test gets a database.
@@ -27,26 +27,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(childConsumer())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	s, err := pgproc.Start(ctx, pgproc.Options{})
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	pg = s
-	code := m.Run()
-	if err := s.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(pgtest.Run(m, func(s *pgproc.Server) { pg = s }))
 }
 
 var dbSeq atomic.Int64

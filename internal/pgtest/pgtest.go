@@ -6,11 +6,13 @@ package pgtest
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dlockgo/dlock/internal/pgproc"
+	"go.uber.org/goleak"
 )
 
 // startTimeout bounds a start, initdb included.
@@ -54,4 +56,31 @@ func DB(t testing.TB, s *pgproc.Server) string {
 		}
 	})
 	return dsn
+}
+
+// Run starts one PostgreSQL server shared by a package's tests, hands it to
+// use, runs the tests (take a fresh database per test with DB), closes the
+// server, checks for leaked goroutines, and returns the exit code for
+// os.Exit. Call it from TestMain.
+func Run(m *testing.M, use func(*pgproc.Server)) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*startTimeout)
+	s, err := pgproc.Start(ctx, pgproc.Options{})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	use(s)
+	code := m.Run()
+	if err := s.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	return code
 }
