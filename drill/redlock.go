@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dlockgo/dlock/internal/freeport"
 	"io"
-	"net"
 	"time"
 
 	"github.com/dlockgo/dlock"
@@ -50,7 +50,7 @@ func RedLock(ctx context.Context, lease time.Duration) (*RedLockResult, error) {
 			s.Close()
 		}
 	}()
-	dead, err := closedAddr()
+	dead, err := freeport.Addr() // nothing listens there
 	if err != nil {
 		return nil, err
 	}
@@ -136,16 +136,6 @@ func RedLock(ctx context.Context, lease time.Duration) (*RedLockResult, error) {
 	_ = lb.Unlock(context.WithoutCancel(ctx))
 	res.Timeline, res.Spans = tl.Events(), tl.Spans()
 	return res, nil
-}
-
-// closedAddr returns a loopback address nothing listens on.
-func closedAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := l.Addr().String()
-	return addr, l.Close()
 }
 
 // Print writes the result for people.

@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dlockgo/dlock/internal/freeport"
 	"os"
 	"os/exec"
 	"os/user"
@@ -115,7 +116,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	settings := slices.Concat(DefaultSettings, o.Settings)
 	for attempt := 1; ; attempt++ {
-		if s.port, err = freePort(); err != nil {
+		if s.port, err = freeport.Take(false); err != nil {
 			break
 		}
 		s.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dlockgo/dlock/internal/freeport"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,7 +126,7 @@ func launch(ctx context.Context, parent string, port int, bus bool, argv func(di
 	for attempt := 1; ; attempt++ {
 		s := &Server{bin: bin, dir: dir, port: port}
 		if s.port == 0 {
-			if s.port, err = freePort(bus); err != nil {
+			if s.port, err = freeport.Take(bus); err != nil {
 				break
 			}
 		}

@@ -3,6 +3,7 @@ package redisproc
 import (
 	"context"
 	"errors"
+	"github.com/dlockgo/dlock/internal/freeport"
 	"os"
 	"strings"
 	"testing"
@@ -137,7 +138,7 @@ func TestStartMasters(t *testing.T) {
 
 func TestFixedPortAndArgs(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
-	port, err := freePort(false)
+	port, err := freeport.Take(false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dlockgo/dlock/internal/freeport"
 	"io"
 	"net/url"
 	"os"
@@ -52,11 +53,11 @@ func ServeEtcdChild() bool {
 // serveEtcd starts etcd in dir, prints "ready URL" on stdout and stops etcd
 // when stdin is closed (the parent called Close or died).
 func serveEtcd(dir string) error {
-	cport, err := FreePort()
+	cport, err := freeport.Take(false)
 	if err != nil {
 		return err
 	}
-	pport, err := FreePort()
+	pport, err := freeport.Take(false)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dlockgo/dlock/internal/freeport"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,7 +39,7 @@ func StartRedis(ctx context.Context) (*Redis, error) {
 		return nil, fmt.Errorf("%w (%v)", ErrNoRedisServer, err)
 	}
 	for attempt := 1; ; attempt++ {
-		port, err := FreePort()
+		port, err := freeport.Take(false)
 		if err != nil {
 			return nil, err
 		}
