@@ -50,8 +50,7 @@ func TestLostSignal(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				// Let the watchdog renew once, so loss is not just expiry.
-				time.Sleep(interval + interval/2)
+				waitRenewals(t, c, 1) // so the loss is the watchdog's finding, not expiry
 				if err := l.Verify(ctx); err != nil {
 					t.Fatalf("before: %v", err)
 				}
@@ -112,7 +111,7 @@ func TestLostWhenServerPaused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(timeout / 2) // at least one renewal
+		waitRenewals(t, c, 1)
 		paused := time.Now()
 		if err := srv.Pause(); err != nil {
 			t.Fatal(err)
@@ -223,11 +222,7 @@ func TestScriptFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdb.ScriptFlush(ctx)
-	before := c.Stats().RenewalRoundTrips
-	deadline := time.Now().Add(5 * time.Second)
-	for c.Stats().RenewalRoundTrips < before+3 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitRenewals(t, c, 3)
 	if err := l.Verify(ctx); err != nil {
 		t.Fatalf("renewal after SCRIPT FLUSH: %v", err)
 	}
@@ -475,5 +470,19 @@ func TestCluster(t *testing.T) {
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// waitRenewals waits (bounded) until c's watchdog has sent n more renewal
+// round trips.
+func waitRenewals(t *testing.T, c *dlock.Client, n int64) {
+	t.Helper()
+	want := c.Stats().RenewalRoundTrips + n
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Stats().RenewalRoundTrips < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("the watchdog sent no %d renewals within 10s", n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
