@@ -46,18 +46,22 @@ func BenchmarkUncontended(b *testing.B) {
 	}
 }
 
-// contended runs b.N acquisitions spread over workers goroutines on names
-// drawn from names, and reports acquisitions/s, handoffs/s (grants to a
-// worker other than the previous holder of that name) and wait percentiles.
-func contended(b *testing.B, shape string, workers, names int) {
-	rdb := redistest.Client(b, redistest.Start(b))
-	c := newClient(b, rdb)
+// contention is what driveContended measured.
+type contention struct {
+	waits    []time.Duration // sorted
+	handoffs int             // grants to a worker other than the previous holder of that name
+	seconds  float64
+}
+
+// driveContended runs b.N acquisitions spread over workers goroutines;
+// locker(w, i) is worker w's lock for acquisition i (its name decides which
+// holder a grant hands off from). It stops the timer when done.
+func driveContended(b *testing.B, workers int, locker func(w int, i int64) dlock.Locker) contention {
 	ctx := context.Background()
 	var next atomic.Int64
 	var mu sync.Mutex
 	last := make(map[string]int)
-	handoffs := 0
-	waits := make([]time.Duration, 0, b.N)
+	var res contention
 	var wg sync.WaitGroup
 	b.ResetTimer()
 	start := time.Now()
@@ -66,24 +70,20 @@ func contended(b *testing.B, shape string, workers, names int) {
 		go func() {
 			defer wg.Done()
 			my := make([]time.Duration, 0, b.N/workers+1)
-			for {
-				i := next.Add(1)
-				if i > int64(b.N) {
-					break
-				}
-				name := "h:" + strconv.Itoa(int(i)%names)
+			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+				lk := locker(w, i)
 				t0 := time.Now()
-				l, err := lockers(c, name)[shape].Acquire(ctx, dlock.Wait(time.Minute))
+				l, err := lk.Acquire(ctx, dlock.Wait(time.Minute))
 				if err != nil {
 					b.Error(err)
 					return
 				}
 				my = append(my, time.Since(t0))
 				mu.Lock()
-				if prev, ok := last[name]; ok && prev != w {
-					handoffs++
+				if prev, ok := last[lk.Name()]; ok && prev != w {
+					res.handoffs++
 				}
-				last[name] = w
+				last[lk.Name()] = w
 				mu.Unlock()
 				if err := l.Unlock(ctx); err != nil {
 					b.Error(err)
@@ -91,20 +91,36 @@ func contended(b *testing.B, shape string, workers, names int) {
 				}
 			}
 			mu.Lock()
-			waits = append(waits, my...)
+			res.waits = append(res.waits, my...)
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	el := time.Since(start).Seconds()
+	res.seconds = time.Since(start).Seconds()
 	b.StopTimer()
-	slices.Sort(waits)
-	if len(waits) > 0 {
-		b.ReportMetric(float64(len(waits))/el, "acq/s")
-		b.ReportMetric(float64(handoffs)/el, "handoffs/s")
-		b.ReportMetric(ms(waits[len(waits)/2]), "p50-ms")
-		b.ReportMetric(ms(waits[len(waits)*99/100]), "p99-ms")
+	slices.Sort(res.waits)
+	return res
+}
+
+// report adds acquisitions/s, wait p50/p99 and (withHandoffs) handoffs/s.
+func (r contention) report(b *testing.B, withHandoffs bool) {
+	if len(r.waits) == 0 {
+		return
 	}
+	b.ReportMetric(float64(len(r.waits))/r.seconds, "acq/s")
+	if withHandoffs {
+		b.ReportMetric(float64(r.handoffs)/r.seconds, "handoffs/s")
+	}
+	b.ReportMetric(ms(r.waits[len(r.waits)/2]), "p50-ms")
+	b.ReportMetric(ms(r.waits[len(r.waits)*99/100]), "p99-ms")
+}
+
+// contended: 64 goroutines on one Client, names drawn from names.
+func contended(b *testing.B, shape string, workers, names int) {
+	c := newClient(b, redistest.Client(b, redistest.Start(b)))
+	driveContended(b, workers, func(_ int, i int64) dlock.Locker {
+		return lockers(c, "h:"+strconv.Itoa(int(i)%names))[shape]
+	}).report(b, true)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

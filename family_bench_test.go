@@ -2,13 +2,10 @@ package dlock_test
 
 import (
 	"context"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/redistest"
@@ -144,50 +141,18 @@ func BenchmarkFamilyContended64(b *testing.B) {
 	var s sent
 	rdbs := familyNodes(b, &s)
 	cs := contenderClients(b, rdbs, contenders)
-	ctx := context.Background()
 	for _, shape := range familyShapes {
 		b.Run(shape, func(b *testing.B) {
 			name := "hot-" + shape + "-" + strconv.Itoa(b.N)
-			var next atomic.Int64
-			var mu sync.Mutex
-			waits := make([]time.Duration, 0, b.N)
-			before := s.total(b, rdbs)
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			start := time.Now()
-			for w := range contenders {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					lk := familyLocker(shape, name, cs[w])
-					var my []time.Duration
-					for next.Add(1) <= int64(b.N) {
-						t0 := time.Now()
-						l, err := lk.Acquire(ctx, dlock.Wait(time.Minute))
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						my = append(my, time.Since(t0))
-						if err := l.Unlock(ctx); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-					mu.Lock()
-					waits = append(waits, my...)
-					mu.Unlock()
-				}()
+			lks := make([]dlock.Locker, contenders)
+			for w := range lks {
+				lks[w] = familyLocker(shape, name, cs[w])
 			}
-			wg.Wait()
-			el := time.Since(start).Seconds()
-			b.StopTimer()
-			slices.Sort(waits)
-			if len(waits) > 0 {
-				b.ReportMetric(float64(len(waits))/el, "acq/s")
-				b.ReportMetric(ms(waits[len(waits)/2]), "p50-ms")
-				b.ReportMetric(ms(waits[len(waits)*99/100]), "p99-ms")
-				b.ReportMetric(float64(s.total(b, rdbs)-before)/float64(len(waits)), "cmds/acq")
+			before := s.total(b, rdbs)
+			r := driveContended(b, contenders, func(w int, _ int64) dlock.Locker { return lks[w] })
+			r.report(b, false)
+			if len(r.waits) > 0 {
+				b.ReportMetric(float64(s.total(b, rdbs)-before)/float64(len(r.waits)), "cmds/acq")
 			}
 		})
 	}
