@@ -63,6 +63,7 @@ type attempt struct {
 	ttl    time.Duration
 	meta   string
 	queue  time.Duration // a queuer's place timeout; 0: try without queueing (Wait(0))
+	queued bool          // an earlier attempt of this call queued it
 }
 
 // each returns the attempt once per grant it asks for (several for a
@@ -106,6 +107,7 @@ type grant struct {
 	ok     bool
 	fence  int64
 	fences []int64       // one per attempt.tokens
+	ttl    time.Duration // the grant's TTL if not the attempt's lease (a hand-off)
 	pttl   time.Duration // the holder's remaining TTL when !ok; < 0: none
 	pass   bool          // refused, but pass the wake-up on
 	wake   string        // channel to wait on when !ok; "": wait on the timer only
@@ -177,18 +179,17 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 	if cfg.wait >= 0 {
 		stop = start.Add(cfg.wait)
 	}
+	_, addressed := sh.(handOffer)
 	var w *waiter
 	defer func() {
 		if w != nil {
-			c.sub.leave(w, err == nil)
+			// a waiter that got no lock passes a shared wake-up on
+			c.sub.leave(w, err == nil || addressed)
 		}
 	}()
 	if q, ok := sh.(queuer); ok {
 		if cfg.wait != 0 {
 			a.queue = cmp.Or(cfg.queue, DefaultQueueTimeout)
-			// Registered before the first attempt, so a hand-off aimed at
-			// this call on an already subscribed channel is not missed.
-			w = c.sub.join(sh.keys().wake, a.op)
 		}
 		defer func() {
 			// A clean refusal of Wait(0) queued nothing and was granted nothing.
@@ -197,8 +198,12 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 			}
 		}()
 	}
+	var first time.Time // when the first attempt was sent
 	for {
 		sent := time.Now()
+		if first.IsZero() {
+			first = sent
+		}
 		g, err := c.tryGrant(ctx, sh, a, cfg)
 		if err != nil {
 			return nil, err
@@ -206,6 +211,7 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 		if g.ok {
 			return c.newLeases(ctx, sh, a, g, sent, cfg)
 		}
+		a.queued = a.queue > 0
 		now := time.Now()
 		if cfg.wait == 0 || (!stop.IsZero() && !now.Before(stop)) {
 			if g.detail != "" {
@@ -218,6 +224,8 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 			w = nil
 		}
 		if w == nil && g.wake != "" {
+			// Joined after the refusal: a hand-off published in between is
+			// kept for it (see subscriber.join).
 			w = c.sub.join(g.wake, a.op)
 		}
 		if w != nil {
@@ -240,6 +248,12 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 		}
 		if err := w.wait(ctx, d); err != nil {
 			return nil, fmt.Errorf("dlock: acquire %q: %w", name, err)
+		}
+		// Handed the lock by a release: it is ours from a moment after the
+		// first attempt was sent, for the hand-off's TTL. With too little of
+		// that left on our clock, the next attempt claims it instead.
+		if h, ok := c.sub.handed(w); ok && usableHandoff(first, h.ttl) {
+			return c.newLeases(ctx, sh, a, grant{ok: true, fence: h.fence, ttl: h.ttl}, first, cfg)
 		}
 	}
 }
@@ -325,7 +339,8 @@ func (c *Client) newLeases(ctx context.Context, sh redisShape, a attempt, g gran
 // newLease turns a grant into a Lease, joining the owner's existing hold on
 // a reentrant lock.
 func (c *Client) newLease(ctx context.Context, sh redisShape, a attempt, g grant, sent time.Time, cfg acquireConfig) (*Lease, error) {
-	deadline := sent.Add(a.ttl - drift(a.ttl))
+	ttl := cmp.Or(g.ttl, a.ttl)
+	deadline := sent.Add(ttl - drift(ttl))
 	id := sh.holdID(a)
 	c.mu.Lock()
 	if c.closed {
@@ -347,6 +362,9 @@ func (c *Client) newLease(ctx context.Context, sh redisShape, a attempt, g grant
 	h.holder = a.token
 	l = newLease(ctx, h, a.owner, cfg.onLost)
 	h.start(l)
+	if ttl < a.ttl {
+		h.topUpAt(time.Now().Add(a.ttl))
+	}
 	c.holds[id] = h
 	c.mu.Unlock()
 	if h.watchdog {

@@ -163,7 +163,7 @@ func BenchmarkHandoffLatency(b *testing.B) {
 			_ = lw.Unlock(ctx)
 		}()
 		// let the waiter try once and subscribe
-		for n, _ := rdb.PubSubNumSub(ctx, "dlock:{handoff}:wake").Result(); n["dlock:{handoff}:wake"] == 0; n, _ = rdb.PubSubNumSub(ctx, "dlock:{handoff}:wake").Result() {
+		for n, _ := rdb.PubSubChannels(ctx, "dlock:{handoff}:wake:*").Result(); len(n) == 0; n, _ = rdb.PubSubChannels(ctx, "dlock:{handoff}:wake:*").Result() {
 			time.Sleep(100 * time.Microsecond)
 		}
 		time.Sleep(time.Millisecond)

@@ -29,10 +29,10 @@ func TestForceUnlock(t *testing.T) {
 	}
 	// Keys a lock of another shape keeps beside its main key, and a lock
 	// whose name extends this one's: only the former belong to stock:1.
-	if err := rdb.ZAdd(ctx, "dlock:{stock:1}:queue", redis.Z{Score: 1, Member: "w1"}).Err(); err != nil {
+	if err := rdb.ZAdd(ctx, "dlock:{stock:1}:rw:readers", redis.Z{Score: 1, Member: "w1"}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.Set(ctx, "dlock:{stock:1}:timeouts", "x", 0).Err(); err != nil {
+	if err := rdb.Set(ctx, "dlock:{stock:1}:permits", "x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	neighbour, err := holder.Mutex("stock:10").Acquire(ctx)
@@ -43,7 +43,8 @@ func TestForceUnlock(t *testing.T) {
 	got := make(chan *dlock.Lease, 1)
 	errc := make(chan error, 1)
 	go func() {
-		l, err := waiter.Lock("stock:1").Acquire(ctx, dlock.Wait(time.Minute))
+		// its timer: the holder's 30 s TTL, or a place refresh every 10 s
+		l, err := waiter.Lock("stock:1").Acquire(ctx, dlock.Wait(time.Minute), dlock.QueueTimeout(30*time.Second))
 		if err != nil {
 			errc <- err
 			return
@@ -57,7 +58,8 @@ func TestForceUnlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"dlock:{stock:1}", "dlock:{stock:1}:queue", "dlock:{stock:1}:timeouts"}
+	// the waiter's place in the queue goes too
+	want := []string{"dlock:{stock:1}", "dlock:{stock:1}:permits", "dlock:{stock:1}:queue", "dlock:{stock:1}:rw:readers", "dlock:{stock:1}:timeouts"}
 	if !slices.Equal(r.Keys, want) {
 		t.Fatalf("removed %v, want %v", r.Keys, want)
 	}
@@ -68,17 +70,17 @@ func TestForceUnlock(t *testing.T) {
 		t.Fatalf("fence counter and neighbour lock: %d of 2 left (%v)", n, err)
 	}
 
-	// The waiter's own timer would wait for the 30 s TTL: only the wake-up
-	// gets it in well before.
+	// The waiter's own timer would wait 10 s: only the wake-up gets it in
+	// well before.
 	var next *dlock.Lease
 	select {
 	case next = <-got:
 	case err := <-errc:
 		t.Fatal(err)
-	case <-time.After(10 * time.Second):
+	case <-time.After(5 * time.Second):
 		t.Fatal("the waiter was not woken by the forced unlock")
 	}
-	if d := time.Since(start); d > 10*time.Second {
+	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("waiter got the lock after %v", d)
 	}
 	if next.Token() <= stuck.Token() {

@@ -52,6 +52,7 @@ type hold struct {
 	mu       sync.Mutex
 	deadline time.Time
 	timer    *time.Timer
+	topUp    *time.Timer // set while a short hand-off grant awaits its extension
 	leases   map[*Lease]struct{}
 	lost     error // non-nil once lost; wraps ErrLockLost
 	ended    bool  // lost, or its last Lease released: it takes no new Lease
@@ -81,6 +82,54 @@ func (h *hold) raiseDeadline(d time.Time) {
 	if !h.ended && d.After(h.deadline) {
 		h.deadline = d
 		h.timer.Reset(time.Until(d))
+	}
+}
+
+// topUpAt arranges for a hold granted for less than the lease it asked for
+// (a hand-off grants at most what was left of the waiter's queue deadline)
+// to be extended to end (a watchdog hold: to the watchdog timeout) when two
+// thirds of what the short grant leaves have passed; a hold released before
+// then costs no extension. If the extension finds the lock gone the hold is
+// lost; if it fails, the deadline timer loses the hold unless a renewal
+// succeeds in time.
+func (h *hold) topUpAt(end time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return
+	}
+	h.topUp = time.AfterFunc(time.Until(h.deadline)*2/3, func() { h.topUpTo(end) })
+}
+
+func (h *hold) topUpTo(end time.Time) {
+	d := time.Until(end)
+	if h.watchdog {
+		d = h.ttl
+	}
+	if d < time.Millisecond {
+		return // the lease ends on its own
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), unlockTimeout)
+	defer cancel()
+	sent := time.Now()
+	ok, err := h.ops.extend(ctx, d)
+	switch {
+	case err != nil:
+		if h.c.logger != nil {
+			h.c.logger.Debug("dlock: extending a hand-off failed", "shape", h.shape, "name", h.name, "err", err)
+		}
+	case !ok:
+		h.lose(LostDeletedOrTaken)
+	default:
+		h.extended(sent, d, false)
+	}
+}
+
+// stopTimers stops the deadline and top-up timers; h.mu is held.
+func (h *hold) stopTimers() {
+	h.timer.Stop()
+	if h.topUp != nil {
+		h.topUp.Stop()
 	}
 }
 
@@ -137,7 +186,7 @@ func (h *hold) lose(reason LostReason) bool {
 	}
 	h.ended = true
 	h.lost = fmt.Errorf("dlock: %s %q: %w (%s)", h.shape, h.name, ErrLockLost, reason)
-	h.timer.Stop()
+	h.stopTimers()
 	leases := make([]*Lease, 0, len(h.leases))
 	for l := range h.leases {
 		leases = append(leases, l)
@@ -193,7 +242,7 @@ func (h *hold) detach(l *Lease) bool {
 	last := len(h.leases) == 0 && !h.ended
 	if last {
 		h.ended = true
-		h.timer.Stop()
+		h.stopTimers()
 	}
 	h.mu.Unlock()
 	if last {

@@ -62,7 +62,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 		return Info{}, fmt.Errorf("dlock: inspect: %w", err)
 	}
 	k := c.keys(name)
-	fk := c.fairKeys(name)
+	fk := c.queueKeys(name)
 	rk := (&RWLock{c: c, name: name}).keys()
 	sk := (&Semaphore{c: c, name: name}).keys()
 	info := Info{Name: name}

@@ -1,17 +1,17 @@
 package dlock
 
-import (
-	"context"
-	"time"
-)
+import "context"
 
-// Lock is the reentrant lock: a hash of owner, hold count and fence. An
-// owner that holds it may acquire it again (through the Lease's Context, or
-// any context derived from it) without waiting; the count goes up, the same
-// fencing token is returned, and the lock is free once every acquisition was
-// unlocked. An extra Unlock returns ErrNotHeld. A reentrant acquisition
-// joins the outer one's hold: it raises the TTL to at least its own lease but
-// does not switch the watchdog on or off.
+// Lock is the reentrant lock: a hash of owner, hold count and fence, with a
+// waiter queue (a release hands a contended Lock straight to the first live
+// waiter; see the queue notes in queue.go). An owner that holds it may
+// acquire it again (through the Lease's Context, or any context derived from
+// it) without waiting; the count goes up, the same fencing token is
+// returned, and the lock is free once every acquisition was unlocked. An
+// extra Unlock returns ErrNotHeld. A reentrant acquisition joins the outer
+// one's hold: it raises the TTL to at least its own lease but does not switch
+// the watchdog on or off. Like Mutex it is not fair: a free Lock goes to
+// whoever asks (see FairLock).
 type Lock struct {
 	c    *Client
 	name string
@@ -25,28 +25,7 @@ func (l *Lock) Name() string { return l.name }
 
 // Acquire takes or re-enters the lock; see Locker.
 func (l *Lock) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
-	return l.c.acquire(ctx, lockShape{l}, opts)
-}
-
-type lockShape struct{ l *Lock }
-
-func (s lockShape) kind() string     { return "lock" }
-func (s lockShape) lockName() string { return s.l.name }
-func (s lockShape) keys() lockKeys   { return s.l.c.keys(s.l.name) }
-
-func (s lockShape) attempt(owner string, ttl time.Duration, meta string) attempt {
-	return attempt{owner: owner, token: owner, op: newOpID(), ttl: ttl, meta: meta}
-}
-
-func (s lockShape) acquireCall(a attempt) scriptCall {
-	k := s.keys()
-	return scriptCall{lockAcquire, []string{k.lock, k.fence}, []any{a.token, a.op, ms(a.ttl), a.meta, ms(s.l.c.fenceTTL)}}
-}
-
-func (s lockShape) holdID(a attempt) string { return s.keys().lock + "|" + a.token }
-
-func (s lockShape) ops(a attempt) holdOps {
-	return &keyOps{c: s.l.c, keys: s.keys(), holder: a.token, releaseScript: lockRelease, extendScript: lockExtend, owned: lockOwned, releaseOp: true}
+	return l.c.acquire(ctx, l.c.reentrant(l.name, false), opts)
 }
 
 // lockOwned reads a Lock key and reports whether holder owns it.

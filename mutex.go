@@ -7,9 +7,13 @@ import (
 )
 
 // Mutex is the minimal correct lock (one string key, SET NX PX, a random
-// token per acquisition, compare-and-delete release). It is not reentrant:
-// acquiring a Mutex that the same owner already holds waits like anyone
-// else (and, with no Wait, until ctx is done). Use Lock for reentrancy.
+// token per acquisition, compare-and-delete release), with a waiter queue:
+// a release hands a contended Mutex straight to the first live waiter (see
+// the queue notes in queue.go). It is not fair: a free Mutex goes to whoever
+// asks, queue or not (it is free with waiters queued only after a holder's
+// lease ran out). It is not reentrant: acquiring a Mutex that the same owner
+// already holds waits like anyone else (and, with no Wait, until ctx is
+// done). Use Lock for reentrancy, FairLock for strict arrival order.
 type Mutex struct {
 	c    *Client
 	name string
@@ -23,28 +27,35 @@ func (m *Mutex) Name() string { return m.name }
 
 // Acquire takes the mutex; see Locker.
 func (m *Mutex) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
-	return m.c.acquire(ctx, mutexShape{m}, opts)
+	return m.c.acquire(ctx, mutexShape{m: m, k: m.c.queueKeys(m.name)}, opts)
 }
 
-type mutexShape struct{ m *Mutex }
+type mutexShape struct {
+	m *Mutex
+	k queueKeys
+}
 
 func (s mutexShape) kind() string     { return "mutex" }
 func (s mutexShape) lockName() string { return s.m.name }
-func (s mutexShape) keys() lockKeys   { return s.m.c.keys(s.m.name) }
+func (s mutexShape) keys() lockKeys   { return s.k.waiting() }
+func (s mutexShape) handsOff()        {}
 
 func (s mutexShape) attempt(owner string, ttl time.Duration, meta string) attempt {
 	return attempt{owner: owner, token: newToken(), op: newOpID(), ttl: ttl, meta: meta}
 }
 
 func (s mutexShape) acquireCall(a attempt) scriptCall {
-	k := s.keys()
-	return scriptCall{mutexAcquire, []string{k.lock, k.fence}, []any{a.token, ms(a.ttl), a.meta, ms(s.m.c.fenceTTL)}}
+	return scriptCall{mutexAcquire, s.k.list(), s.m.c.queueArgs(a, s.k)}
 }
 
-func (s mutexShape) holdID(a attempt) string { return s.keys().lock + "|" + a.token }
+func (s mutexShape) leaveCall(a attempt) scriptCall {
+	return scriptCall{mutexLeave, s.k.list(), []any{a.token, s.m.c.queueMember(a), s.k.wake, ms(s.m.c.fenceTTL)}}
+}
+
+func (s mutexShape) holdID(a attempt) string { return s.k.lock + "|" + a.token }
 
 func (s mutexShape) ops(a attempt) holdOps {
-	return &keyOps{c: s.m.c, keys: s.keys(), holder: a.token, releaseScript: mutexRelease, extendScript: mutexExtend, owned: mutexOwned}
+	return queueOps{&keyOps{c: s.m.c, keys: s.k.lockKeys, holder: a.token, extendScript: mutexExtend, owned: mutexOwned}, s.k, mutexRelease}
 }
 
 // mutexOwned reads a Mutex key and reports whether holder holds it.

@@ -274,12 +274,14 @@ func TestWaiterWokenByRelease(t *testing.T) {
 	}
 }
 
-// waitForSubscriber waits (bounded) until someone subscribes to channel.
+// waitForSubscriber waits (bounded) until someone subscribes to channel or
+// to a Client's own channel of it (channel:<client id>, where queued waiters
+// listen).
 func waitForSubscriber(t *testing.T, rdb *redis.Client, channel string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		if n, _ := rdb.PubSubNumSub(context.Background(), channel).Result(); n[channel] > 0 {
+		if chans, _ := rdb.PubSubChannels(context.Background(), channel+"*").Result(); len(chans) > 0 {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)

@@ -17,13 +17,17 @@ var luaFiles embed.FS
 // and runs by EVALSHA, falling back to EVAL when the server answers NOSCRIPT
 // (a restarted server, SCRIPT FLUSH, a failover).
 var (
-	mutexAcquire = granting("mutex_acquire.lua")
-	mutexRelease = plain("mutex_release.lua")
-	mutexExtend  = plain("mutex_extend.lua")
-	lockAcquire  = granting("lock_acquire.lua")
-	lockRelease  = plain("lock_release.lua")
-	lockExtend   = plain("lock_extend.lua")
-	serverTime   = withLibs("server_time.lua", "lib.lua")
+	mutexAcquire     = queued("mutex_acquire.lua", "mutex_lib.lua")
+	mutexRelease     = queued("mutex_release.lua", "mutex_lib.lua")
+	mutexLeave       = queued("mutex_leave.lua", "mutex_lib.lua")
+	mutexExtend      = plain("mutex_extend.lua")
+	reentrantAcquire = queued("reentrant_acquire.lua", "reentrant_lib.lua")
+	reentrantRelease = queued("reentrant_release.lua", "reentrant_lib.lua")
+	reentrantLeave   = queued("reentrant_leave.lua", "reentrant_lib.lua")
+	lockAcquire      = granting("lock_acquire.lua")
+	lockRelease      = plain("lock_release.lua")
+	lockExtend       = plain("lock_extend.lua")
+	serverTime       = withLibs("server_time.lua", "lib.lua")
 )
 
 func readLua(name string) string {
@@ -40,6 +44,12 @@ func plain(name string) *redis.Script { return redis.NewScript(readLua(name)) }
 // granting is a script that grants locks: fence.lua (next_fence) is prepended.
 func granting(name string) *redis.Script {
 	return redis.NewScript(readLua("fence.lua") + "\n" + readLua(name))
+}
+
+// queued is a script of a lock with a waiter queue: fence.lua, lib.lua,
+// queue_lib.lua and the shape's own library are prepended.
+func queued(name, lib string) *redis.Script {
+	return withLibs(name, "fence.lua", "lib.lua", "queue_lib.lua", lib)
 }
 
 // withLibs is the script name with library files (fence.lua, lib.lua, ...:

@@ -2,6 +2,8 @@ package dlock
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -11,15 +13,16 @@ import (
 // subscriber is the Client's one pub/sub connection. Waiters join a lock's
 // wake-up channel (reference-counted: the channel is subscribed while anyone
 // waits on it). A release message wakes the longest-waiting local waiter
-// ("1"), all of them ("a"), or the waiter whose id is the payload (a FairLock
-// handing the lock to one waiter); each (re)confirmed subscription wakes all
-// of the channel's waiters, so a release published while the subscription
-// was being set up or the connection was down is never waited out.
+// ("1"), all of them ("a"), or, as "op|fence|ttl-ms", hands the lock to the
+// waiter whose id is op (a queued lock's hand-off, on this Client's own
+// channel); each (re)confirmed subscription wakes all of the channel's
+// waiters, so a release published while the subscription was being set up
+// or the connection was down is never waited out.
 //
-// Joining only registers the waiter; listen subscribes. A waiter can thus be
-// registered before its first attempt, so that a message aimed at it on an
-// already subscribed channel is not lost in between, without paying a
-// SUBSCRIBE when the first attempt succeeds. A channel stays subscribed for
+// Joining only registers the waiter; listen subscribes. A waiter joins after
+// its first refused attempt: a hand-off that reaches an already subscribed
+// channel before its waiter joined is kept for missedWindow and given to the
+// waiter when it joins. A channel stays subscribed for
 // subscriptionLinger after its last waiter left, so the waiters of a hot lock
 // find it subscribed instead of paying SUBSCRIBE and UNSUBSCRIBE (and a
 // confirmation wake-up) on every acquisition. A release message ("1", "a")
@@ -49,6 +52,34 @@ type wakeChannel struct {
 	subscribed bool        // SUBSCRIBE sent
 	idle       *time.Timer // unsubscribes the channel; set while it has no waiters
 	missed     time.Time   // when a release message found no waiter
+	early      map[string]earlyHandoff
+}
+
+// handoff is a hand-off message's grant.
+type handoff struct {
+	fence int64
+	ttl   time.Duration
+}
+
+// earlyHandoff is a hand-off that arrived before its waiter joined.
+type earlyHandoff struct {
+	h  handoff
+	at time.Time
+}
+
+// parseHandoff reads "op|fence|ttl-ms"; ok is false for any other payload.
+func parseHandoff(payload string) (op string, h handoff, ok bool) {
+	op, rest, found := strings.Cut(payload, "|")
+	if !found {
+		return payload, h, false
+	}
+	f, t, found := strings.Cut(rest, "|")
+	fence, err1 := strconv.ParseInt(f, 10, 64)
+	ttl, err2 := strconv.ParseInt(t, 10, 64)
+	if !found || err1 != nil || err2 != nil || ttl <= 0 {
+		return op, h, false
+	}
+	return op, handoff{fence: fence, ttl: time.Duration(ttl) * time.Millisecond}, true
 }
 
 // waiter is one Acquire call waiting for a lock.
@@ -56,6 +87,7 @@ type waiter struct {
 	channel string
 	id      string        // the Acquire call's operation id: targeted payloads
 	wake    chan struct{} // buffered: one pending wake-up at most
+	handed  *handoff      // a hand-off not yet taken (under subscriber.mu)
 }
 
 func newSubscriber(c *Client) *subscriber {
@@ -83,8 +115,33 @@ func (s *subscriber) join(channel, id string) *waiter {
 		w.wake <- struct{}{} // buffered and new: never blocks
 	}
 	wc.missed = time.Time{}
+	if e, ok := wc.early[id]; ok {
+		delete(wc.early, id)
+		if time.Since(e.at) < missedWindow {
+			w.handed = &e.h
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
 	wc.waiters = append(wc.waiters, w)
 	return w
+}
+
+// handed takes the hand-off w was given, if any.
+func (s *subscriber) handed(w *waiter) (handoff, bool) {
+	if w == nil {
+		return handoff{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := w.handed
+	w.handed = nil
+	if h == nil {
+		return handoff{}, false
+	}
+	return *h, true
 }
 
 // listen subscribes w's channel if it is not subscribed yet.
@@ -194,16 +251,36 @@ func (wc *wakeChannel) wakeOne(except *waiter) {
 	}
 }
 
-// wakeID wakes the waiters whose id is id.
-func (wc *wakeChannel) wakeID(id string) {
+// handTo wakes the waiter whose id is op, giving it h if ok; a hand-off
+// that finds no such waiter is kept for one that joins within missedWindow.
+func (wc *wakeChannel) handTo(op string, h handoff, ok bool) {
+	found := false
 	for _, w := range wc.waiters {
-		if w.id == id {
-			select {
-			case w.wake <- struct{}{}:
-			default:
-			}
+		if w.id != op {
+			continue
+		}
+		found = true
+		if ok {
+			w.handed = &h
+		}
+		select {
+		case w.wake <- struct{}{}:
+		default:
 		}
 	}
+	if found || !ok {
+		return
+	}
+	now := time.Now()
+	for id, e := range wc.early {
+		if now.Sub(e.at) >= missedWindow {
+			delete(wc.early, id)
+		}
+	}
+	if wc.early == nil {
+		wc.early = make(map[string]earlyHandoff)
+	}
+	wc.early[op] = earlyHandoff{h: h, at: now}
 }
 
 func (wc *wakeChannel) wakeAll() {
@@ -232,7 +309,8 @@ func (s *subscriber) read(msgs <-chan any) {
 						wc.wakeOne(nil)
 					}
 				default:
-					wc.wakeID(m.Payload)
+					op, h, ok := parseHandoff(m.Payload)
+					wc.handTo(op, h, ok)
 				}
 			}
 		case *redis.Subscription:

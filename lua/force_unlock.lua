@@ -7,10 +7,21 @@
 --
 -- Returns  an array with, for each KEYS[i], 1 if it existed and was deleted,
 --          else 0. When any key was deleted, 'a' (wake all) is published on
---          ARGV[1], so every waiter of every process tries again.
+--          ARGV[1], and on ARGV[1] .. ':' .. client for every Client with a
+--          waiter in the waiter queue (a key ending in ':queue', see
+--          queue_lib.lua), so every waiter of every process tries again.
 local out = {}
 local any = false
+local clients = {}
 for i, k in ipairs(KEYS) do
+  if string.sub(k, -6) == ':queue' and redis.call('TYPE', k).ok == 'zset' then
+    for _, m in ipairs(redis.call('ZRANGE', k, 0, -1)) do
+      local client = string.match(m, '^[^|]*|[^|]*|[^|]*|([^|]*)|')
+      if client then
+        clients[client] = true
+      end
+    end
+  end
   out[i] = redis.call('DEL', k)
   if out[i] == 1 then
     any = true
@@ -18,5 +29,8 @@ for i, k in ipairs(KEYS) do
 end
 if any then
   redis.call('PUBLISH', ARGV[1], 'a')
+  for client in pairs(clients) do
+    redis.call('PUBLISH', ARGV[1] .. ':' .. client, 'a')
+  end
 end
 return out

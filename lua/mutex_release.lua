@@ -1,16 +1,23 @@
--- mutex_release.lua: release a Mutex only if it is still ours, then wake one waiter.
+-- mutex_release.lua: release a Mutex only if it is still ours, handing it to
+-- the first live waiter (see mutex_lib.lua).
 --
 -- KEYS[1]  lock key
+-- KEYS[2]  fence counter
+-- KEYS[3]  queue key
+-- KEYS[4]  timeouts key
 -- ARGV[1]  token of the holder (32 hex chars)
--- ARGV[2]  wake-up channel
+-- ARGV[2]  operation id of the Unlock call (unused: the token makes a
+--          Mutex release idempotent)
+-- ARGV[3]  wake-up channel of the lock (see queue_lib.lua)
+-- ARGV[4]  fence counter TTL in milliseconds
 --
--- Returns 1  released (key deleted, wake-up published)
+-- Returns 1  released: handed to the first live waiter (who alone is
+--            notified), or deleted if nobody waits
 --         0  not ours: the key is gone or holds another token; nothing changed
 -- Errors  WRONGTYPE   the key exists and is not a string
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 32) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], '1')
+  mutex_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], v, ARGV[3], ARGV[4])
   return 1
 end
 return 0

@@ -1,4 +1,5 @@
--- fair_acquire.lua: grant, re-enter, claim, or queue for a FairLock (see fair_lib.lua).
+-- reentrant_acquire.lua: grant, re-enter, claim, or queue for a Lock or a
+-- FairLock (see reentrant_lib.lua).
 --
 -- KEYS[1]  lock key
 -- KEYS[2]  fence counter
@@ -12,10 +13,11 @@
 -- ARGV[6]  queue timeout in milliseconds; 0: try once without queueing
 -- ARGV[7]  wake-up channel of the lock (hand-offs go to ARGV[7] .. ':' .. client)
 -- ARGV[8]  id of the caller's Client (16 hex chars)
---
--- The lock goes to waiters in arrival order. When it is free, the first live
--- waiter gets it: this call if it is first (or nobody waits); otherwise it is
--- handed to the first one (see fair_handoff), and this call queues.
+-- ARGV[9]  '1' if an earlier attempt of this call queued it, else '0'
+-- ARGV[10] shape mark written to a new grant ('' for a Lock, 'fair')
+-- ARGV[11] '1' for strict arrival order (FairLock): a free lock goes to the
+--          first live waiter, and the caller queues behind it; '0' (Lock):
+--          a free lock goes to the caller
 --
 -- Returns {1, fence, count}  granted (count 1), re-entered by the owner
 --                            (count + 1, same fence), or claimed: the lock was
@@ -27,47 +29,43 @@
 --                            of now + ARGV[6]); pttl is the holder's remaining
 --                            TTL in ms (-1: none)
 -- Errors  WRONGTYPE          the key is not a hash of a lock
-local now = server_ms()
 local member = ARGV[2] .. '|' .. ARGV[1] .. '|' .. ARGV[3] .. '|' .. ARGV[8] .. '|' .. ARGV[4]
-fair_evict(KEYS[3], KEYS[4], now)
-local o = redis.call('HGET', KEYS[1], 'o')
-if not o and redis.call('EXISTS', KEYS[1]) == 1 then
-  return redis.error_reply('WRONGTYPE lock key holds a hash of another shape')
-end
-if o == ARGV[1] then
-  local n
-  if redis.call('HGET', KEYS[1], 'h') == ARGV[2] or redis.call('HGET', KEYS[1], 'x') == ARGV[2] then
-    n = tonumber(redis.call('HGET', KEYS[1], 'n'))
-  else
+local f = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'x', 'h')
+if f[1] == ARGV[1] then
+  local n = tonumber(f[2])
+  if f[5] ~= ARGV[2] and f[4] ~= ARGV[2] then
     n = redis.call('HINCRBY', KEYS[1], 'n', 1)
     redis.call('HSET', KEYS[1], 'x', ARGV[2])
   end
   keep(KEYS[1], ARGV[3])
-  redis.call('ZREM', KEYS[3], member)
-  redis.call('ZREM', KEYS[4], member)
-  return {1, tonumber(redis.call('HGET', KEYS[1], 't')), n}
-end
-if not o then
-  local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-  if not head or head == member then
-    redis.call('ZREM', KEYS[3], member)
-    redis.call('ZREM', KEYS[4], member)
-    return {1, fair_grant(KEYS[1], KEYS[2], ARGV[5], ARGV[1], ARGV[2], ARGV[4], ARGV[3], false), 1}
+  if ARGV[9] == '1' then
+    q_leave(KEYS[3], KEYS[4], member)
   end
-  fair_handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[7], now, ARGV[5])
+  return {1, tonumber(f[3]), n}
+end
+if not f[1] then
+  if redis.call('EXISTS', KEYS[1]) == 1 then
+    return redis.error_reply('WRONGTYPE lock key holds a hash of another shape')
+  end
+  local op, holder, ttl, client, meta, now_ms, now_us
+  if ARGV[11] == '1' then
+    op, holder, ttl, client, meta, now_ms, now_us = q_pop(KEYS[3], KEYS[4])
+  end
+  if not op or op == ARGV[2] then
+    if not now_us then
+      now_ms, now_us = clock()
+    end
+    local t = reentrant_grant(KEYS[1], KEYS[2], ARGV[5], now_us, nil, ARGV[10], ARGV[1], ARGV[2], ARGV[4], ARGV[3], false)
+    if ARGV[9] == '1' and not op then
+      q_leave(KEYS[3], KEYS[4], member)
+    end
+    return {1, t, 1}
+  end
+  local t = reentrant_grant(KEYS[1], KEYS[2], ARGV[5], now_us, nil, ARGV[10], holder, op, meta, ttl, true)
+  q_notify(ARGV[7], client, op, t, ttl)
 end
 local qt = tonumber(ARGV[6])
 if qt > 0 then
-  if not redis.call('ZSCORE', KEYS[3], member) then
-    local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
-    local seq = 1
-    if last[2] then
-      seq = tonumber(last[2]) + 1
-    end
-    redis.call('ZADD', KEYS[3], seq, member)
-  end
-  redis.call('ZADD', KEYS[4], now + qt, member)
-  keep(KEYS[3], qt)
-  keep(KEYS[4], qt)
+  q_join(KEYS[3], KEYS[4], member, clock(), qt)
 end
 return {0, redis.call('PTTL', KEYS[1])}

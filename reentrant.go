@@ -1,0 +1,55 @@
+package dlock
+
+import "time"
+
+// reentrantShape is a Lock or a FairLock: a reentrant hash with a waiter
+// queue (lua/reentrant_lib.lua). strict is a FairLock's arrival order: a
+// free lock goes to the first live waiter, not to the caller.
+type reentrantShape struct {
+	c      *Client
+	name   string
+	shape  string // kind, and the mark written to the hash ("" for a Lock)
+	strict bool
+	k      queueKeys
+}
+
+func (c *Client) reentrant(name string, strict bool) reentrantShape {
+	s := reentrantShape{c: c, name: name, shape: "lock", k: c.queueKeys(name)}
+	if strict {
+		s.shape, s.strict = "fair", true
+	}
+	return s
+}
+
+func (s reentrantShape) kind() string     { return s.shape }
+func (s reentrantShape) lockName() string { return s.name }
+func (s reentrantShape) keys() lockKeys   { return s.k.waiting() }
+func (s reentrantShape) handsOff()        {}
+
+func (s reentrantShape) attempt(owner string, ttl time.Duration, meta string) attempt {
+	return attempt{owner: owner, token: owner, op: newOpID(), ttl: ttl, meta: meta}
+}
+
+// mark is the shape mark of the hash ("" for a Lock) and strict as "0"/"1".
+func (s reentrantShape) mark() (string, string) {
+	if s.strict {
+		return s.shape, "1"
+	}
+	return "", "0"
+}
+
+func (s reentrantShape) acquireCall(a attempt) scriptCall {
+	mark, strict := s.mark()
+	return scriptCall{reentrantAcquire, s.k.list(), append(s.c.queueArgs(a, s.k), mark, strict)}
+}
+
+func (s reentrantShape) leaveCall(a attempt) scriptCall {
+	mark, strict := s.mark()
+	return scriptCall{reentrantLeave, s.k.list(), []any{a.owner, a.op, s.c.queueMember(a), s.k.wake, ms(s.c.fenceTTL), mark, strict}}
+}
+
+func (s reentrantShape) holdID(a attempt) string { return s.k.lock + "|" + a.owner }
+
+func (s reentrantShape) ops(a attempt) holdOps {
+	return queueOps{&keyOps{c: s.c, keys: s.k.lockKeys, holder: a.owner, extendScript: lockExtend, owned: lockOwned}, s.k, reentrantRelease}
+}
