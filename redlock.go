@@ -29,10 +29,12 @@ const (
 // local deadline is the end of that validity. A failed attempt gives back
 // every grant it made before it returns (a node answering after the attempt
 // gave up gives its grant back when it answers) and, if Wait allows, tries
-// again after a random delay of 20-200 ms. An attempt waits for the nodes at
-// most a tenth of the lease (at least 100 ms, never beyond the validity): a
-// node slower than that counts as a refusal. Once a quorum granted, the other
-// nodes get as long again as that took (at least 10 ms) to be counted in.
+// again when a release on the first node is published (one waiter of the
+// first Client per message), or after a random delay of 20-200 ms if none
+// comes. An attempt waits for the nodes at most a tenth of the lease (at
+// least 100 ms, never beyond the validity): a node slower than that counts as
+// a refusal. Once a quorum granted, the other nodes get as long again as that
+// took (at least 10 ms) to be counted in.
 //
 // Extend (and the watchdog) need a quorum too, within the lease. The lock is
 // lost when fewer than a quorum still hold it: when more than N - quorum nodes
@@ -231,7 +233,9 @@ type redShape struct {
 
 func (s redShape) kind() string     { return "redlock" }
 func (s redShape) lockName() string { return s.r.name }
-func (s redShape) keys() lockKeys   { return lockKeys{} } // no wake channel: random delays
+
+// keys are the first node's keys: waiters listen for releases there.
+func (s redShape) keys() lockKeys { return s.r.clients[0].keys(s.r.name) }
 
 func (s redShape) validate() error {
 	if err := validName(s.r.name); err != nil {
@@ -337,7 +341,7 @@ func (s redShape) try(ctx context.Context, a attempt, cfg acquireConfig) (grant,
 		detail += "; first node error: " + nodeErr.Error()
 	}
 	delay := redLockRetryMin + rand.N(redLockRetryMax-redLockRetryMin)
-	return grant{pttl: delay, detail: detail}, nil
+	return grant{pttl: delay, detail: detail, wake: s.keys().wake}, nil
 }
 
 func (s redShape) holdID(a attempt) string {
