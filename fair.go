@@ -18,12 +18,14 @@ import "context"
 // queue). Its key is a Lock-shaped hash marked "fair": give every name one
 // shape.
 type FairLock struct {
-	c    *Client
 	name string
+	sh   reentrantShape
 }
 
 // FairLock returns the FairLock called name. The name is checked by Acquire.
-func (c *Client) FairLock(name string) *FairLock { return &FairLock{c: c, name: name} }
+func (c *Client) FairLock(name string) *FairLock {
+	return &FairLock{name: name, sh: c.reentrant(name, true)}
+}
 
 // Name returns the lock's name.
 func (f *FairLock) Name() string { return f.name }
@@ -31,5 +33,5 @@ func (f *FairLock) Name() string { return f.name }
 // Acquire takes or re-enters the lock in arrival order; see Locker and
 // FairLock.
 func (f *FairLock) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
-	return f.c.acquire(ctx, f.c.reentrant(f.name, true), opts)
+	return f.sh.c.acquire(ctx, f.sh, opts)
 }

@@ -88,20 +88,29 @@ func (h *hold) raiseDeadline(d time.Time) {
 // topUpAt arranges for a hold granted for less than the lease it asked for
 // (a hand-off grants at most what was left of the waiter's queue deadline)
 // to be extended to end (a watchdog hold: to the watchdog timeout) when two
-// thirds of what the short grant leaves have passed; a hold released before
-// then costs no extension. If the extension finds the lock gone the hold is
-// lost; if it fails, the deadline timer loses the hold unless a renewal
-// succeeds in time.
+// thirds of what the short grant leaves have passed; a hold released,
+// extended or renewed before then costs no extension. If the extension finds the lock gone the hold is
+// lost; if it fails, it is tried again at two thirds of what is left, and the
+// deadline timer loses the hold unless an extension succeeds in time.
 func (h *hold) topUpAt(end time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ended {
 		return
 	}
-	h.topUp = time.AfterFunc(time.Until(h.deadline)*2/3, func() { h.topUpTo(end) })
+	short := h.deadline
+	h.topUp = time.AfterFunc(time.Until(short)*2/3, func() { h.topUpTo(short, end) })
 }
 
-func (h *hold) topUpTo(end time.Time) {
+// topUpTo extends the hold to end unless an Extend or a renewal already
+// moved its deadline past short, the short grant's.
+func (h *hold) topUpTo(short, end time.Time) {
+	h.mu.Lock()
+	done := h.ended || h.deadline.After(short)
+	h.mu.Unlock()
+	if done {
+		return
+	}
 	d := time.Until(end)
 	if h.watchdog {
 		d = h.ttl
@@ -118,6 +127,11 @@ func (h *hold) topUpTo(end time.Time) {
 		if h.c.logger != nil {
 			h.c.logger.Debug("dlock: extending a hand-off failed", "shape", h.shape, "name", h.name, "err", err)
 		}
+		h.mu.Lock()
+		if left := time.Until(h.deadline); !h.ended && left > 10*time.Millisecond {
+			h.topUp = time.AfterFunc(left*2/3, func() { h.topUpTo(short, end) }) // try again
+		}
+		h.mu.Unlock()
 	case !ok:
 		h.lose(LostDeletedOrTaken)
 	default:

@@ -13,19 +13,19 @@ import "context"
 // the watchdog on or off. Like Mutex it is not fair: a free Lock goes to
 // whoever asks (see FairLock).
 type Lock struct {
-	c    *Client
 	name string
+	sh   reentrantShape
 }
 
 // Lock returns the reentrant Lock called name. The name is checked by Acquire.
-func (c *Client) Lock(name string) *Lock { return &Lock{c: c, name: name} }
+func (c *Client) Lock(name string) *Lock { return &Lock{name: name, sh: c.reentrant(name, false)} }
 
 // Name returns the lock's name.
 func (l *Lock) Name() string { return l.name }
 
 // Acquire takes or re-enters the lock; see Locker.
 func (l *Lock) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
-	return l.c.acquire(ctx, l.c.reentrant(l.name, false), opts)
+	return l.sh.c.acquire(ctx, l.sh, opts)
 }
 
 // lockOwned reads a Lock key and reports whether holder owns it.

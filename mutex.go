@@ -17,17 +17,18 @@ import (
 type Mutex struct {
 	c    *Client
 	name string
+	k    queueKeys
 }
 
 // Mutex returns the Mutex called name. The name is checked by Acquire.
-func (c *Client) Mutex(name string) *Mutex { return &Mutex{c: c, name: name} }
+func (c *Client) Mutex(name string) *Mutex { return &Mutex{c: c, name: name, k: c.queueKeys(name)} }
 
 // Name returns the lock's name.
 func (m *Mutex) Name() string { return m.name }
 
 // Acquire takes the mutex; see Locker.
 func (m *Mutex) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
-	return m.c.acquire(ctx, mutexShape{m: m, k: m.c.queueKeys(m.name)}, opts)
+	return m.c.acquire(ctx, mutexShape{m: m, k: m.k}, opts)
 }
 
 type mutexShape struct {

@@ -11,12 +11,13 @@ import (
 
 // Dlock returns dlock's rows: each lock shape with the library's defaults
 // (no LeaseTime: the watchdog keeps the lease, 30 s renewed every 10 s;
-// waiters wake on the release's pub/sub message or the holder's TTL).
+// contended, waiters queue in Redis and a release hands the lock to the
+// first of them, by a message on its Client's own channel).
 func Dlock() []Entry {
 	return []Entry{
-		dlockEntry("Mutex", "defaults (watchdog lease, pub/sub wake-up)", func(c *dlock.Client, name string) dlock.Locker { return c.Mutex(name) }),
-		dlockEntry("Lock", "reentrant, defaults", func(c *dlock.Client, name string) dlock.Locker { return c.Lock(name) }),
-		dlockEntry("FairLock", "FIFO queue in Redis, server-side hand-off, defaults", func(c *dlock.Client, name string) dlock.Locker { return c.FairLock(name) }),
+		dlockEntry("Mutex", "defaults (watchdog lease, queue hand-off)", func(c *dlock.Client, name string) dlock.Locker { return c.Mutex(name) }),
+		dlockEntry("Lock", "reentrant, defaults (same queue)", func(c *dlock.Client, name string) dlock.Locker { return c.Lock(name) }),
+		dlockEntry("FairLock", "strict FIFO (same queue), defaults", func(c *dlock.Client, name string) dlock.Locker { return c.FairLock(name) }),
 	}
 }
 
@@ -102,7 +103,7 @@ func (w *dlockWorker) Lost() bool { return w.l != nil && w.l.Err() != nil }
 // DlockRedLock returns dlock's RedLock row over every node of env.Redis
 // (one dlock Client per node; defaults: random 20–200 ms between attempts).
 func DlockRedLock() []Entry {
-	return []Entry{{Lib: "dlock", Variant: "RedLock", Setting: "5 Clients, defaults (retry 20–200 ms)", Client: "go-redis",
+	return []Entry{{Lib: "dlock", Variant: "RedLock", Setting: "5 Clients, defaults (wake on node 1 releases)", Client: "go-redis",
 		Open: func(_ context.Context, env Env, clients int) (Instance, error) {
 			return openDlockRedLock(env, clients)
 		}}}
