@@ -51,6 +51,10 @@ type (
 	// grant made to this attempt that its caller never saw) when Acquire
 	// returns without a lease.
 	queuer interface{ leaveCall(a attempt) scriptCall }
+	// localWaker is a shape whose waiters are woken only by releases made
+	// through the same Client (no subscription: across processes they
+	// would all wake for every release).
+	localWaker interface{ wakesLocally() }
 )
 
 // attempt is one Acquire call: ids that stay the same across its retries, so
@@ -194,7 +198,7 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 		defer func() {
 			// A clean refusal of Wait(0) queued nothing and was granted nothing.
 			if err != nil && (a.queue > 0 || !isNotAcquired(err)) {
-				c.leaveQueue(ctx, sh, q.leaveCall(a))
+				c.leaveQueue(ctx, sh, q.leaveCall(a), a.queue)
 			}
 		}()
 	}
@@ -229,7 +233,9 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 			w = c.sub.join(g.wake, a.op)
 		}
 		if w != nil {
-			c.sub.listen(w)
+			if _, local := sh.(localWaker); !local {
+				c.sub.listen(w)
+			}
 			if g.pass {
 				c.sub.pass(w)
 			}
@@ -261,13 +267,47 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 func isNotAcquired(err error) bool { return errors.Is(err, ErrNotAcquired) }
 
 // leaveQueue runs a queuer's leave call after Acquire failed, also when ctx
-// is done: a place left behind would block the queue until its timeout.
-func (c *Client) leaveQueue(ctx context.Context, sh redisShape, call scriptCall) {
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
-	defer cancel()
-	if err := call.run(lctx, c.rdb).Err(); err != nil && c.logger != nil {
-		c.logger.Debug("dlock: leaving the queue failed", "shape", sh.kind(), "name", sh.lockName(), "err", err)
+// is done: a place left behind would block the queue until its timeout (and
+// a grant handed to it until that grant's TTL). If Redis cannot be reached
+// (the usual reason an Acquire fails with an error), the call is retried in
+// the background until it succeeds, the place would have timed out anyway
+// (queue > 0: its queue timeout), or the Client is closed.
+func (c *Client) leaveQueue(ctx context.Context, sh redisShape, call scriptCall, queue time.Duration) {
+	leave := func(ctx context.Context) error {
+		lctx, cancel := context.WithTimeout(ctx, unlockTimeout)
+		defer cancel()
+		return call.run(lctx, c.rdb).Err()
 	}
+	err := leave(context.WithoutCancel(ctx))
+	if err == nil || queue <= 0 {
+		return
+	}
+	if c.logger != nil {
+		c.logger.Debug("dlock: leaving the queue failed; retrying", "shape", sh.kind(), "name", sh.lockName(), "err", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.retries.Add(1)
+	go func() {
+		defer c.retries.Done()
+		rctx, cancel := context.WithTimeout(c.bg, queue)
+		defer cancel()
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+				if leave(rctx) == nil {
+					return
+				}
+			}
+		}
+	}()
 }
 
 // tryGrant runs one acquire attempt.

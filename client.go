@@ -45,6 +45,10 @@ type Client struct {
 	mu     sync.Mutex
 	holds  map[string]*hold // held locks, by holdID
 	closed bool
+
+	bg      context.Context // cancelled by Close: background retries stop
+	stopBg  context.CancelFunc
+	retries sync.WaitGroup // background retries (leaving a queue)
 }
 
 // ClientOption configures a Client.
@@ -143,6 +147,7 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) (*Client, error) {
 			return nil, err
 		}
 	}
+	c.bg, c.stopBg = context.WithCancel(context.Background())
 	c.wd = newWatchdog(c)
 	c.sub = newSubscriber(c)
 	return c, nil
@@ -159,6 +164,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
+	c.stopBg()
 	holds := make([]*hold, 0, len(c.holds))
 	for _, h := range c.holds {
 		holds = append(holds, h)
@@ -166,6 +172,7 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 
 	c.wd.close()
+	c.retries.Wait()
 	for _, h := range holds {
 		h.lose(LostClosed)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -12,8 +12,9 @@ import (
 //	LeaseTime(d)      fixed lease, no watchdog                  watchdog keeps it
 //	ReplicaAck(n, t)  n replicas must acknowledge within t      no
 //	OnLost(f)         f runs once when the lease is lost         none
-//	QueueTimeout(d)   FairLock / RWLock writer: a silent waiter  DefaultQueueTimeout
-//	                  loses its place after d
+//	QueueTimeout(d)   queued waiter (Mutex, Lock, FairLock,    DefaultQueueTimeout
+//	                  RWLock writer) that goes silent loses
+//	                  its place after d
 //
 // Wait and lease are different things: the wait bounds how long Acquire
 // blocks; the lease bounds how long the lock stays ours if we stop renewing it.
@@ -123,16 +124,19 @@ func OnLost(f func(*Lease)) Option {
 	}
 }
 
-// DefaultQueueTimeout is how long a FairLock waiter (or an RWLock writer
-// waiting for readers to leave) keeps its place without refreshing it. Live
-// waiters refresh every third of it; a killed one is evicted after it.
+// DefaultQueueTimeout is how long a queued waiter (of a Mutex, Lock,
+// FairLock, or an RWLock writer waiting for readers to leave) keeps its place
+// without refreshing it. Live waiters refresh every third of it; a killed one
+// is skipped after it.
 const DefaultQueueTimeout = 5 * time.Second
 
-// QueueTimeout sets how long a waiter of a FairLock, or a writer waiting on an
-// RWLock, keeps its place in Redis without refreshing it (at least 30 ms;
-// default DefaultQueueTimeout). A waiting Acquire refreshes its place every
-// d/3, so a live waiter never loses it; a waiter whose process died blocks the
-// queue for at most d. Shapes that keep no queue ignore it.
+// QueueTimeout sets how long a waiter of a Mutex, Lock or FairLock, or a
+// writer waiting on an RWLock, keeps its place in Redis without refreshing it
+// (at least 30 ms; default DefaultQueueTimeout). A waiting Acquire refreshes
+// its place every d/3, so a live waiter never loses it; a waiter whose
+// process died blocks the queue for at most d (a lock handed to it is
+// granted for at most what was left of d). Shapes that keep no queue ignore
+// it.
 func QueueTimeout(d time.Duration) Option {
 	return func(c *acquireConfig) error {
 		if d < 30*time.Millisecond {

@@ -20,7 +20,8 @@ import (
 // that stops (process killed, paused, cut off) is skipped once its timeout
 // has passed, and a lock handed to it expires by then. A waiter that gives
 // up leaves the queue at once and gives back a hand-off that raced with its
-// giving up. An Acquire with Wait(0) never queues.
+// giving up (retried in the background while Redis cannot be reached). An
+// Acquire with Wait(0) never queues.
 
 // queueKeys are the keys of a lock that queues its waiters: the lock's keys,
 // its queue and the waiters' deadlines, and own, the wake channel of this

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // queuedLockers returns one Locker of each shape that queues its waiters.
@@ -272,4 +273,40 @@ func TestQueuedContention(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A waiter whose Acquire fails while Redis cannot be reached (here: paused)
+// leaves its place once Redis answers again, in the background, so the
+// place does not hold hand-offs up until its queue timeout.
+func TestQueuedLeaveRetried(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redistest.Client(t, srv)
+	fast := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { fast.Close() })
+	holder, waiter := newClient(t, rdb), newClient(t, fast)
+	ctx := context.Background()
+	l, err := holder.Mutex("retry-leave").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := waiter.Mutex("retry-leave").Acquire(wctx, dlock.QueueTimeout(time.Minute))
+		done <- err
+	}()
+	eventually(t, 10*time.Second, "waiter queued", func() bool { return zcard(rdb, "dlock:{retry-leave}:queue") == 1 })
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled waiter: %v", err)
+	}
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	// its own refresh timer would not run again: the call has returned
+	eventually(t, 10*time.Second, "place left after Redis came back", func() bool { return zcard(rdb, "dlock:{retry-leave}:queue") == 0 })
 }

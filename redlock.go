@@ -29,9 +29,10 @@ const (
 // local deadline is the end of that validity. A failed attempt gives back
 // every grant it made before it returns (a node answering after the attempt
 // gave up gives its grant back when it answers) and, if Wait allows, tries
-// again when a release on the first node is published (one waiter of the
-// first Client per message), or after a random delay of 20-200 ms if none
-// comes. An attempt waits for the nodes at most a tenth of the lease (at
+// again when a RedLock on the same name is released through the same first
+// Client (one waiter per release, in this process), or after a random delay
+// of 20-200 ms (waiters in other processes are not woken: they would all
+// try at once for every release). An attempt waits for the nodes at most a tenth of the lease (at
 // least 100 ms, never beyond the validity): a node slower than that counts as
 // a refusal. Once a quorum granted, the other nodes get as long again as that
 // took (at least 10 ms) to be counted in.
@@ -234,8 +235,10 @@ type redShape struct {
 func (s redShape) kind() string     { return "redlock" }
 func (s redShape) lockName() string { return s.r.name }
 
-// keys are the first node's keys: waiters listen for releases there.
+// keys are the first node's keys: its wake channel is where waiters of the
+// first Client wait for releases made through it.
 func (s redShape) keys() lockKeys { return s.r.clients[0].keys(s.r.name) }
+func (s redShape) wakesLocally()  {}
 
 func (s redShape) validate() error {
 	if err := validName(s.r.name); err != nil {
@@ -369,7 +372,7 @@ func (o redOps) releaseNode(i int) {
 	defer cancel()
 	c := o.r.clients[i]
 	k := c.keys(o.r.name)
-	_ = scriptCall{lockRelease, []string{k.lock}, []any{o.owner, newOpID(), k.wake}}.run(ctx, c.rdb).Err()
+	_ = scriptCall{lockRelease, []string{k.lock}, []any{o.owner, newOpID(), ""}}.run(ctx, c.rdb).Err() // wakes nobody
 }
 
 // vote runs call on every node and reports true once a quorum said yes,
@@ -406,6 +409,10 @@ func (o redOps) release(ctx context.Context, op string) (releaseResult, error) {
 		o.att.setReleased() // before any release is sent: see redAttempt
 		defer o.att.settle(ctx)
 	}
+	// A local waiter is woken as the releases go out: its attempt follows
+	// them to each node, and starts before this caller can try again.
+	first := o.r.clients[0]
+	first.sub.wakeLocal(first.keys(o.r.name).wake)
 	ok, err := o.vote(ctx, "release", untilAll, func(ctx context.Context, i int) nodeReply {
 		c := o.r.clients[i]
 		k := c.keys(o.r.name)

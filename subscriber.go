@@ -129,6 +129,16 @@ func (s *subscriber) join(channel, id string) *waiter {
 	return w
 }
 
+// wakeLocal wakes the longest-waiting waiter on channel without any message
+// from Redis: a release made through this Client (RedLock).
+func (s *subscriber) wakeLocal(channel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if wc := s.chans[channel]; wc != nil {
+		wc.wakeOne(nil)
+	}
+}
+
 // handed takes the hand-off w was given, if any.
 func (s *subscriber) handed(w *waiter) (handoff, bool) {
 	if w == nil {

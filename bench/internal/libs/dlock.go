@@ -103,7 +103,7 @@ func (w *dlockWorker) Lost() bool { return w.l != nil && w.l.Err() != nil }
 // DlockRedLock returns dlock's RedLock row over every node of env.Redis
 // (one dlock Client per node; defaults: random 20–200 ms between attempts).
 func DlockRedLock() []Entry {
-	return []Entry{{Lib: "dlock", Variant: "RedLock", Setting: "5 Clients, defaults (wake on node 1 releases)", Client: "go-redis",
+	return []Entry{{Lib: "dlock", Variant: "RedLock", Setting: "5 Clients, defaults (local wake-up, else 20–200 ms)", Client: "go-redis",
 		Open: func(_ context.Context, env Env, clients int) (Instance, error) {
 			return openDlockRedLock(env, clients)
 		}}}
