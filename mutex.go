@@ -50,7 +50,7 @@ func (s mutexShape) acquireCall(a attempt) scriptCall {
 }
 
 func (s mutexShape) leaveCall(a attempt) scriptCall {
-	return scriptCall{mutexLeave, s.k.list(), []any{a.token, s.m.c.queueMember(a), s.k.wake, ms(s.m.c.fenceTTL)}}
+	return scriptCall{mutexLeave, s.k.list(), []any{a.token, s.m.c.queueMember(a), s.k.wake, ms(s.m.c.fenceTTL), s.m.c.listenCheck()}}
 }
 
 func (s mutexShape) holdID(a attempt) string { return s.k.lock + "|" + a.token }

@@ -61,6 +61,17 @@ func (c *Client) queueArgs(a attempt, k queueKeys) []any {
 	return []any{a.token, a.op, ms(a.ttl), a.meta, ms(c.fenceTTL), ms(a.queue), k.wake, c.sub.id, queued}
 }
 
+// listenCheck is the scripts' check flag: "1" when a hand-off must reach a
+// subscriber of the waiter's Client channel (so a waiter whose Client is gone,
+// cut off or not subscribed yet is passed over and keeps its place), "0" on a
+// Cluster, where PUBLISH counts the subscribers of one node only.
+func (c *Client) listenCheck() string {
+	if _, cluster := c.rdb.(*redis.ClusterClient); cluster {
+		return "0"
+	}
+	return "1"
+}
+
 // handOffer marks a shape whose waiters get the lock by an addressed
 // hand-off: a wake-up is never shared, so a waiter that leaves passes none on.
 type handOffer interface{ handsOff() }
@@ -74,7 +85,7 @@ type queueOps struct {
 }
 
 func (o queueOps) release(ctx context.Context, op string) (releaseResult, error) {
-	call := scriptCall{o.handOn, o.k.list(), []any{o.holder, op, o.k.wake, ms(o.c.fenceTTL)}}
+	call := scriptCall{o.handOn, o.k.list(), []any{o.holder, op, o.k.wake, ms(o.c.fenceTTL), o.c.listenCheck()}}
 	n, err := call.run(ctx, o.c.rdb).Int64()
 	return releaseResult(n), err
 }

@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -309,4 +310,51 @@ func TestQueuedLeaveRetried(t *testing.T) {
 	}
 	// its own refresh timer would not run again: the call has returned
 	eventually(t, 10*time.Second, "place left after Redis came back", func() bool { return zcard(rdb, "dlock:{retry-leave}:queue") == 0 })
+}
+
+// A queued waiter whose Client does not listen (gone, cut off, not subscribed
+// yet) is passed over by a release and keeps its place; the next waiter gets
+// the lock at once instead of after the silent one's grant ran out.
+func TestHandoffPassesOverSilentClient(t *testing.T) {
+	rdb := server(t)
+	a, b := newClient(t, rdb), newClient(t, rdb)
+	ctx := context.Background()
+	for shape := range queuedLockers(a, "x") {
+		t.Run(shape, func(t *testing.T) {
+			name := "silent-" + shape
+			holder, err := queuedLockers(a, name)[shape].Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// a live place (deadline in an hour) of a Client nobody listens for, first in line
+			silent := "0123456789abcdef|" + strings.Repeat("ab", 16) + "|30000|nobodylistens000|host|1|0|"
+			rdb.ZAdd(ctx, "dlock:{"+name+"}:queue", redis.Z{Score: 0, Member: silent})
+			rdb.ZAdd(ctx, "dlock:{"+name+"}:timeouts", redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: silent})
+			got := make(chan error, 1)
+			go func() {
+				l, err := queuedLockers(b, name)[shape].Acquire(ctx, dlock.Wait(20*time.Second))
+				if err == nil {
+					err = l.Unlock(ctx)
+				}
+				got <- err
+			}()
+			eventually(t, 10*time.Second, "waiter queued", func() bool { return zcard(rdb, "dlock:{"+name+"}:queue") == 2 })
+			waitForSubscriber(t, rdb, "dlock:{"+name+"}:wake")
+			if err := holder.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the live waiter behind a silent one was not served within 5s")
+			}
+			if n := zcard(rdb, "dlock:{"+name+"}:queue"); n != 1 {
+				t.Fatalf("%d places left, want the silent one's", n)
+			}
+			rdb.Del(ctx, "dlock:{"+name+"}:queue", "dlock:{"+name+"}:timeouts")
+		})
+	}
 }

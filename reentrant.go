@@ -40,12 +40,12 @@ func (s reentrantShape) mark() (string, string) {
 
 func (s reentrantShape) acquireCall(a attempt) scriptCall {
 	mark, strict := s.mark()
-	return scriptCall{reentrantAcquire, s.k.list(), append(s.c.queueArgs(a, s.k), mark, strict)}
+	return scriptCall{reentrantAcquire, s.k.list(), append(s.c.queueArgs(a, s.k), mark, strict, s.c.listenCheck())}
 }
 
 func (s reentrantShape) leaveCall(a attempt) scriptCall {
 	mark, strict := s.mark()
-	return scriptCall{reentrantLeave, s.k.list(), []any{a.owner, a.op, s.c.queueMember(a), s.k.wake, ms(s.c.fenceTTL), mark, strict}}
+	return scriptCall{reentrantLeave, s.k.list(), []any{a.owner, a.op, s.c.queueMember(a), s.k.wake, ms(s.c.fenceTTL), mark, strict, s.c.listenCheck()}}
 }
 
 func (s reentrantShape) holdID(a attempt) string { return s.k.lock + "|" + a.owner }

@@ -10,14 +10,13 @@ local function mutex_fence(v)
 end
 
 -- mutex_hand_on gives up the Mutex whose value is v: it goes to the first
--- live waiter (who alone is notified), or the key is deleted.
-local function mutex_hand_on(lock, fence, queue, timeouts, v, wake, fence_ttl)
-  local op, holder, ttl, client, meta, _, now_us = q_pop(queue, timeouts)
-  if not op then
+-- live waiter whose Client listens (see q_hand), or the key is deleted.
+local function mutex_hand_on(lock, fence, queue, timeouts, v, wake, fence_ttl, check)
+  local handed = q_hand(queue, timeouts, fence, fence_ttl, mutex_fence(v), wake, check, nil,
+    function(holder, op, meta, ttl, t)
+      redis.call('SET', lock, holder .. '|' .. string.format('%.0f', t) .. '|' .. meta, 'PX', ttl)
+    end)
+  if not handed then
     redis.call('DEL', lock)
-    return
   end
-  local t = fence_at(fence, fence_ttl, now_us, mutex_fence(v))
-  redis.call('SET', lock, holder .. '|' .. string.format('%.0f', t) .. '|' .. meta, 'PX', ttl)
-  q_notify(wake, client, op, t, ttl)
 end

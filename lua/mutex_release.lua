@@ -10,14 +10,16 @@
 --          Mutex release idempotent)
 -- ARGV[3]  wake-up channel of the lock (see queue_lib.lua)
 -- ARGV[4]  fence counter TTL in milliseconds
+-- ARGV[5]  '1' if a hand-off must reach a subscriber of the waiter's Client
+--          channel (not on a Cluster: see q_hand)
 --
 -- Returns 1  released: handed to the first live waiter (who alone is
---            notified), or deleted if nobody waits
+--            notified), or deleted if nobody waits (or listens)
 --         0  not ours: the key is gone or holds another token; nothing changed
 -- Errors  WRONGTYPE   the key exists and is not a string
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 32) == ARGV[1] then
-  mutex_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], v, ARGV[3], ARGV[4])
+  mutex_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], v, ARGV[3], ARGV[4], ARGV[5])
   return 1
 end
 return 0

@@ -13,7 +13,8 @@
 -- A release hands the lock straight to the first live waiter (it holds the
 -- lock before it knows) for its lease, at most what is left of its deadline,
 -- so a waiter that died in the meantime blocks no one for longer; and
--- publishes "op|fence|ttl-ms" to it: the waiter needs no further round trip.
+-- publishes "op|fence|ttl-ms" to it: the waiter needs no further round trip
+-- (see q_hand).
 
 -- q_join puts member at the end of the queue, or keeps the place it has;
 -- either way its deadline becomes now + qt.
@@ -37,31 +38,47 @@ local function q_leave(queue, timeouts, member)
   redis.call('ZREM', timeouts, member)
 end
 
--- q_pop removes waiters from the head up to the first live one and returns
--- it: op, holder, the lease to grant it (ms), its client and metadata, and
--- the server time (ms, us) it read; nil when no live waiter is left (a dead
--- or malformed member is dropped, and the next one gets its turn).
-local function q_pop(queue, timeouts)
+-- q_hand hands the lock to the first live waiter whose Client listens: it
+-- publishes "op|fence|ttl-ms" on wake .. ':' .. client and, if the message
+-- reached a subscriber (or check is not '1': on a Cluster the count covers
+-- one node only), takes the waiter out of the queue and calls
+-- grant(holder, op, meta, ttl, fence) to write the grant. A dead or malformed
+-- member is dropped; a live one nobody listens for (its Client is gone, cut
+-- off, or not subscribed yet) keeps its place and the next one is tried.
+-- The ttl is the waiter's lease, at most what is left of its deadline; last
+-- is the fence of the holder it takes over from (nil: unknown).
+-- Returns true (handed), 'self' (the first live waiter is self_op, taken out
+-- of the queue, nothing published or granted) or false (nobody to hand to),
+-- and the server time in microseconds it read (nil if it read none).
+local function q_hand(queue, timeouts, fence, fence_ttl, last, wake, check, self_op, grant)
+  local i = 0
   local now_ms, now_us
   while true do
-    local head = redis.call('ZRANGE', queue, 0, 0)[1]
-    if not head then
-      return nil
+    local member = redis.call('ZRANGE', queue, i, i)[1]
+    if not member then
+      return false, now_us
     end
     if not now_ms then
       now_ms, now_us = clock()
     end
-    local deadline = tonumber(redis.call('ZSCORE', timeouts, head))
-    q_leave(queue, timeouts, head)
-    local op, holder, lease, client, meta = string.match(head, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
-    if op and tonumber(lease) and deadline and deadline > now_ms then
-      return op, holder, math.min(tonumber(lease), deadline - now_ms), client, meta, now_ms, now_us
+    local deadline = tonumber(redis.call('ZSCORE', timeouts, member))
+    local op, holder, lease, client, meta = string.match(member, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+    if not (op and tonumber(lease) and deadline and deadline > now_ms) then
+      q_leave(queue, timeouts, member)
+    elseif op == self_op then
+      q_leave(queue, timeouts, member)
+      return 'self', now_us
+    else
+      local ttl = math.min(tonumber(lease), deadline - now_ms)
+      local t = fence_at(fence, fence_ttl, now_us, last)
+      last = t
+      local n = redis.call('PUBLISH', wake .. ':' .. client, op .. '|' .. string.format('%.0f', t) .. '|' .. ttl)
+      if n > 0 or check ~= '1' then
+        q_leave(queue, timeouts, member)
+        grant(holder, op, meta, ttl, t)
+        return true, now_us
+      end
+      i = i + 1
     end
   end
-end
-
--- q_notify tells the waiter's Client that op was handed the lock with this
--- fence for ttl ms.
-local function q_notify(wake, client, op, fence, ttl)
-  redis.call('PUBLISH', wake .. ':' .. client, op .. '|' .. string.format('%.0f', fence) .. '|' .. ttl)
 end

@@ -18,6 +18,8 @@
 -- ARGV[11] '1' for strict arrival order (FairLock): a free lock goes to the
 --          first live waiter, and the caller queues behind it; '0' (Lock):
 --          a free lock goes to the caller
+-- ARGV[12] '1' if a hand-off must reach a subscriber of the waiter's Client
+--          channel (not on a Cluster: see q_hand)
 --
 -- Returns {1, fence, count}  granted (count 1), re-entered by the owner
 --                            (count + 1, same fence), or claimed: the lock was
@@ -47,22 +49,22 @@ if not f[1] then
   if redis.call('EXISTS', KEYS[1]) == 1 then
     return redis.error_reply('WRONGTYPE lock key holds a hash of another shape')
   end
-  local op, holder, ttl, client, meta, now_ms, now_us
+  local handed, now_us = false, nil
   if ARGV[11] == '1' then
-    op, holder, ttl, client, meta, now_ms, now_us = q_pop(KEYS[3], KEYS[4])
+    handed, now_us = reentrant_hand(KEYS[1], KEYS[2], KEYS[3], KEYS[4], nil, ARGV[10], ARGV[7], ARGV[5], ARGV[12], ARGV[2])
   end
-  if not op or op == ARGV[2] then
+  if handed ~= true then
     if not now_us then
+      local now_ms
       now_ms, now_us = clock()
     end
-    local t = reentrant_grant(KEYS[1], KEYS[2], ARGV[5], now_us, nil, ARGV[10], ARGV[1], ARGV[2], ARGV[4], ARGV[3], false)
-    if ARGV[9] == '1' and not op then
+    local t = fence_at(KEYS[2], ARGV[5], now_us, nil)
+    reentrant_grant(KEYS[1], t, ARGV[10], ARGV[1], ARGV[2], ARGV[4], ARGV[3], false)
+    if ARGV[9] == '1' and not handed then
       q_leave(KEYS[3], KEYS[4], member)
     end
     return {1, t, 1}
   end
-  local t = reentrant_grant(KEYS[1], KEYS[2], ARGV[5], now_us, nil, ARGV[10], holder, op, meta, ttl, true)
-  q_notify(ARGV[7], client, op, t, ttl)
 end
 local qt = tonumber(ARGV[6])
 if qt > 0 then

@@ -16,6 +16,8 @@
 -- ARGV[6]  shape mark ('' for a Lock, 'fair')
 -- ARGV[7]  '1' for strict arrival order (FairLock): a free lock with waiters
 --          queued (its holder's lease ran out) goes to the first live one
+-- ARGV[8]  '1' if a hand-off must reach a subscriber of the waiter's Client
+--          channel (not on a Cluster: see q_hand)
 --
 -- Returns 1  a grant to this call was given back (the lock went to the next
 --            live waiter, or is free)
@@ -29,10 +31,10 @@ if f[1] == ARGV[1] and (f[6] == ARGV[2] or f[4] == ARGV[2]) then
     redis.call('HSET', KEYS[1], 'x', 'left:' .. ARGV[2], 'h', '')
     return 1
   end
-  reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], f[3], f[5], ARGV[4], ARGV[5])
+  reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], f[3], f[5], ARGV[4], ARGV[5], ARGV[8])
   return 1
 end
 if not f[1] and ARGV[7] == '1' and redis.call('EXISTS', KEYS[1]) == 0 then
-  reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], nil, ARGV[6], ARGV[4], ARGV[5])
+  reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], nil, ARGV[6], ARGV[4], ARGV[5], ARGV[8])
 end
 return 0

@@ -9,6 +9,8 @@
 -- ARGV[2]  operation id, unique to one Unlock call
 -- ARGV[3]  wake-up channel of the lock (see queue_lib.lua)
 -- ARGV[4]  fence counter TTL in milliseconds
+-- ARGV[5]  '1' if a hand-off must reach a subscriber of the waiter's Client
+--          channel (not on a Cluster: see q_hand)
 --
 -- Returns 1  released: the count reached 0; the lock was handed to the first
 --            live waiter (who alone is notified), or deleted if nobody waits
@@ -28,5 +30,5 @@ if (tonumber(f[2]) or 1) > 1 then
   redis.call('HSET', KEYS[1], 'x', ARGV[2])
   return 2
 end
-reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], f[3], f[5], ARGV[3], ARGV[4])
+reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], f[3], f[5], ARGV[3], ARGV[4], ARGV[5])
 return 1
