@@ -11,8 +11,10 @@ import "context"
 // Waiters queue in Redis and a release hands the lock to the first live
 // waiter, as for Lock and Mutex (see the queue notes in queue.go): a
 // contended hand-off costs the release and one message, with no thundering
-// herd and no race to the key. A dead waiter blocks the queue for at most its
-// QueueTimeout (default DefaultQueueTimeout, 5 s).
+// herd and no race to the key. A waiter whose Client does not listen (gone,
+// cut off) is passed over and keeps its place until its QueueTimeout
+// (default DefaultQueueTimeout, 5 s); a stuck one holds the queue up for at
+// most that long.
 //
 // Like Lock, it is reentrant through the Lease's Context (re-entry does not
 // queue). Its key is a Lock-shaped hash marked "fair": give every name one

@@ -18,7 +18,9 @@ import (
 // A waiter refreshes its place with every attempt, at least every third of
 // its queue timeout (QueueTimeout, default DefaultQueueTimeout); a waiter
 // that stops (process killed, paused, cut off) is skipped once its timeout
-// has passed, and a lock handed to it expires by then. A waiter that gives
+// has passed, and a lock handed to it expires by then. A release passes over
+// a waiter whose Client does not listen (the message reached nobody): it
+// keeps its place, and the next waiter gets the lock. A waiter that gives
 // up leaves the queue at once and gives back a hand-off that raced with its
 // giving up (retried in the background while Redis cannot be reached). An
 // Acquire with Wait(0) never queues.
