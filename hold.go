@@ -89,9 +89,10 @@ func (h *hold) raiseDeadline(d time.Time) {
 // (a hand-off grants at most what was left of the waiter's queue deadline)
 // to be extended to end (a watchdog hold: to the watchdog timeout) when two
 // thirds of what the short grant leaves have passed; a hold released,
-// extended or renewed before then costs no extension. If the extension finds the lock gone the hold is
-// lost; if it fails, it is tried again at two thirds of what is left, and the
-// deadline timer loses the hold unless an extension succeeds in time.
+// extended or renewed before then costs no extension. If the extension finds
+// the lock gone the hold is lost; if it fails, it is tried again at two
+// thirds of what is left, and the deadline timer loses the hold unless an
+// extension succeeds in time.
 func (h *hold) topUpAt(end time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -22,10 +22,10 @@ import (
 // Joining only registers the waiter; listen subscribes. A waiter joins after
 // its first refused attempt: a hand-off that reaches an already subscribed
 // channel before its waiter joined is kept for missedWindow and given to the
-// waiter when it joins. A channel stays subscribed for
-// subscriptionLinger after its last waiter left, so the waiters of a hot lock
-// find it subscribed instead of paying SUBSCRIBE and UNSUBSCRIBE (and a
-// confirmation wake-up) on every acquisition. A release message ("1", "a")
+// waiter when it joins. A channel stays subscribed for subscriptionLinger
+// after its last waiter left, so the waiters of a hot lock find it subscribed
+// instead of paying SUBSCRIBE and UNSUBSCRIBE (and a confirmation wake-up) on
+// every acquisition. A release message ("1", "a")
 // that finds such a channel without waiters is kept for missedWindow and
 // wakes the next waiter to join: it may have been refused just before the
 // release and joined just after the message.
