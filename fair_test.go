@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// fairQueue is the key of a FairLock's queue (see lua/fair_lib.lua).
+// fairQueue is the key of a FairLock's queue (see lua/queue_lib.lua).
 func fairQueue(name string) string { return "dlock:{" + name + "}:queue" }
 
 // 8 owners on 4 Clients arriving 20 ms apart (each one queued before the
@@ -70,10 +70,10 @@ func TestFairOrder(t *testing.T) {
 }
 
 // 100 waiters queue one after the other; each acquires exactly once, in
-// arrival order, and each hand-off costs 2 script calls (the waiter's claim
-// and its release: the lock is handed over by the release, and only the next
-// waiter is woken), give or take a few retries woken by a subscription
-// confirmation.
+// arrival order, and each hand-off costs 1 script call once the queue is
+// built: the release, which hands the lock over and tells only the next
+// waiter, who needs no claim (give or take a few retries woken by a
+// subscription confirmation).
 func TestFairHundredWaiters(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redistest.Client(t, srv)
@@ -122,8 +122,8 @@ func TestFairHundredWaiters(t *testing.T) {
 			t.Fatalf("acquisition %d went to waiter %d (order %v)", i, got, order)
 		}
 	}
-	if calls > 2*n+5 {
-		t.Fatalf("%d script calls for %d hand-offs, want about 2 each (claim + release)", calls, n)
+	if calls > n+5 {
+		t.Fatalf("%d script calls for %d hand-offs, want about 1 each (the release)", calls, n)
 	}
 	if n := zcard(rdb, fairQueue("hundred")); n != 0 {
 		t.Fatalf("%d queue entries left", n)
@@ -131,7 +131,9 @@ func TestFairHundredWaiters(t *testing.T) {
 }
 
 // A waiter process SIGKILLed in the middle of the queue blocks the waiters
-// behind it for no longer than its queue timeout.
+// behind it for no longer than its queue timeout (in practice not at all: its
+// connection is closed, so the hand-off message reaches nobody and the
+// release passes it over).
 func TestFairKilledWaiter(t *testing.T) {
 	const qt = time.Second
 	srv := redistest.Start(t)
@@ -168,8 +170,8 @@ func TestFairKilledWaiter(t *testing.T) {
 	if who := <-got; who != "A" {
 		t.Fatalf("first after the holder: %q, want A", who)
 	}
-	// The dead waiter's place expires at most qt after its last refresh
-	// (before the kill); B refreshes every qt/3 and is handed the lock.
+	// The dead waiter is passed over, or its place expires at most qt after
+	// its last refresh (before the kill); B refreshes every qt/3.
 	bound := qt + qt/3 + time.Second
 	select {
 	case who := <-got:
@@ -181,51 +183,6 @@ func TestFairKilledWaiter(t *testing.T) {
 		t.Fatalf("B still blocked %v after the waiter before it was killed", bound)
 	}
 	eventually(t, 5*time.Second, "queue empty", func() bool { return zcard(rdb, fairQueue("killed")) == 0 })
-}
-
-// A waiter that gives up (ctx cancelled, Wait ran out) leaves no queue
-// entry, and Wait(0) never queues.
-func TestFairWaiterLeaves(t *testing.T) {
-	rdb := server(t)
-	c := newClient(t, rdb)
-	ctx := context.Background()
-	holder, err := c.FairLock("leave").Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Unlock(ctx)
-	entries := func() int64 {
-		return zcard(rdb, fairQueue("leave")) + zcard(rdb, "dlock:{leave}:timeouts")
-	}
-
-	cctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.FairLock("leave").Acquire(cctx)
-		done <- err
-	}()
-	eventually(t, 10*time.Second, "waiter queued", func() bool { return zcard(rdb, fairQueue("leave")) == 1 })
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled waiter: %v", err)
-	}
-	if n := entries(); n != 0 {
-		t.Fatalf("cancelled waiter left %d entries", n)
-	}
-
-	if _, err := c.FairLock("leave").Acquire(ctx, dlock.Wait(100*time.Millisecond)); !errors.Is(err, dlock.ErrNotAcquired) {
-		t.Fatalf("Wait(100ms): %v", err)
-	}
-	if n := entries(); n != 0 {
-		t.Fatalf("timed-out waiter left %d entries", n)
-	}
-
-	if _, err := c.FairLock("leave").Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
-		t.Fatalf("Wait(0): %v", err)
-	}
-	if n := entries(); n != 0 {
-		t.Fatalf("Wait(0) left %d entries", n)
-	}
 }
 
 // Wait(0) does not overtake the queue: with waiters queued, a free lock goes
@@ -263,49 +220,6 @@ func TestFairTryDoesNotOvertake(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("waiter not granted within 5s of the expiry")
 	}
-}
-
-// A hand-off that races with the waiter's cancellation never leaves the lock
-// stuck: the waiter either returns the lease or gives the grant back.
-func TestFairHandoffCancelRace(t *testing.T) {
-	rdb := server(t)
-	a, b, other := newClient(t, rdb), newClient(t, rdb), newClient(t, rdb)
-	ctx := context.Background()
-	granted := 0
-	for i := range 40 {
-		holder, err := a.FairLock("race").Acquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cctx, cancel := context.WithCancel(ctx)
-		res := make(chan *dlock.Lease, 1)
-		go func() {
-			l, _ := b.FairLock("race").Acquire(cctx)
-			res <- l
-		}()
-		eventually(t, 10*time.Second, "waiter queued", func() bool { return zcard(rdb, fairQueue("race")) == 1 })
-		// Release and cancel at once, with a varying offset.
-		go func() {
-			time.Sleep(time.Duration(i%8) * 100 * time.Microsecond)
-			cancel()
-		}()
-		if err := holder.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if l := <-res; l != nil {
-			granted++
-			if err := l.Unlock(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		cancel()
-		l, err := other.FairLock("race").Acquire(ctx, dlock.Wait(0))
-		if err != nil {
-			t.Fatalf("round %d: lock stuck after the race: %v", i, err)
-		}
-		_ = l.Unlock(ctx)
-	}
-	t.Logf("waiter got the lease in %d of 40 rounds", granted)
 }
 
 // A queue member that cannot be parsed (another version, a hand edit) is
