@@ -19,18 +19,15 @@ import "context"
 // Like Lock, it is reentrant through the Lease's Context (re-entry does not
 // queue). Its key is a Lock-shaped hash marked "fair": give every name one
 // shape.
-type FairLock struct {
-	name string
-	sh   reentrantShape
-}
+type FairLock struct{ sh reentrantShape }
 
 // FairLock returns the FairLock called name. The name is checked by Acquire.
 func (c *Client) FairLock(name string) *FairLock {
-	return &FairLock{name: name, sh: c.reentrant(name, true)}
+	return &FairLock{c.reentrant(name, true)}
 }
 
 // Name returns the lock's name.
-func (f *FairLock) Name() string { return f.name }
+func (f *FairLock) Name() string { return f.sh.name }
 
 // Acquire takes or re-enters the lock in arrival order; see Locker and
 // FairLock.

@@ -99,8 +99,13 @@ func (h *hold) topUpAt(end time.Time) {
 	if h.ended {
 		return
 	}
-	short := h.deadline
-	h.topUp = time.AfterFunc(time.Until(short)*2/3, func() { h.topUpTo(short, end) })
+	h.armTopUp(h.deadline, end)
+}
+
+// armTopUp starts the top-up timer at two thirds of what is left of the
+// hold's deadline; h.mu is held.
+func (h *hold) armTopUp(short, end time.Time) {
+	h.topUp = time.AfterFunc(time.Until(h.deadline)*2/3, func() { h.topUpTo(short, end) })
 }
 
 // topUpTo extends the hold to end unless an Extend or a renewal already
@@ -129,8 +134,8 @@ func (h *hold) topUpTo(short, end time.Time) {
 			h.c.logger.Debug("dlock: extending a hand-off failed", "shape", h.shape, "name", h.name, "err", err)
 		}
 		h.mu.Lock()
-		if left := time.Until(h.deadline); !h.ended && left > 10*time.Millisecond {
-			h.topUp = time.AfterFunc(left*2/3, func() { h.topUpTo(short, end) }) // try again
+		if !h.ended && time.Until(h.deadline) > 10*time.Millisecond {
+			h.armTopUp(short, end) // try again
 		}
 		h.mu.Unlock()
 	case !ok:

@@ -12,16 +12,13 @@ import "context"
 // one's hold: it raises the TTL to at least its own lease but does not switch
 // the watchdog on or off. Like Mutex it is not fair: a free Lock goes to
 // whoever asks (see FairLock).
-type Lock struct {
-	name string
-	sh   reentrantShape
-}
+type Lock struct{ sh reentrantShape }
 
 // Lock returns the reentrant Lock called name. The name is checked by Acquire.
-func (c *Client) Lock(name string) *Lock { return &Lock{name: name, sh: c.reentrant(name, false)} }
+func (c *Client) Lock(name string) *Lock { return &Lock{c.reentrant(name, false)} }
 
 // Name returns the lock's name.
-func (l *Lock) Name() string { return l.name }
+func (l *Lock) Name() string { return l.sh.name }
 
 // Acquire takes or re-enters the lock; see Locker.
 func (l *Lock) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {

@@ -28,17 +28,14 @@ func (m *Mutex) Name() string { return m.name }
 
 // Acquire takes the mutex; see Locker.
 func (m *Mutex) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
-	return m.c.acquire(ctx, mutexShape{m: m, k: m.k}, opts)
+	return m.c.acquire(ctx, mutexShape{m}, opts)
 }
 
-type mutexShape struct {
-	m *Mutex
-	k queueKeys
-}
+type mutexShape struct{ m *Mutex }
 
 func (s mutexShape) kind() string     { return "mutex" }
 func (s mutexShape) lockName() string { return s.m.name }
-func (s mutexShape) keys() lockKeys   { return s.k.waiting() }
+func (s mutexShape) keys() lockKeys   { return s.m.k.waiting() }
 func (s mutexShape) handsOff()        {}
 
 func (s mutexShape) attempt(owner string, ttl time.Duration, meta string) attempt {
@@ -46,17 +43,19 @@ func (s mutexShape) attempt(owner string, ttl time.Duration, meta string) attemp
 }
 
 func (s mutexShape) acquireCall(a attempt) scriptCall {
-	return scriptCall{mutexAcquire, s.k.list(), s.m.c.queueArgs(a, s.k)}
+	return scriptCall{mutexAcquire, s.m.k.list(), s.m.c.queueArgs(a, s.m.k)}
 }
 
 func (s mutexShape) leaveCall(a attempt) scriptCall {
-	return scriptCall{mutexLeave, s.k.list(), []any{a.token, s.m.c.queueMember(a), s.k.wake, ms(s.m.c.fenceTTL), s.m.c.listenCheck()}}
+	k := s.m.k
+	return scriptCall{mutexLeave, k.list(), []any{a.token, s.m.c.queueMember(a), k.wake, ms(s.m.c.fenceTTL), s.m.c.listenCheck()}}
 }
 
-func (s mutexShape) holdID(a attempt) string { return s.k.lock + "|" + a.token }
+func (s mutexShape) holdID(a attempt) string { return s.m.k.lock + "|" + a.token }
 
 func (s mutexShape) ops(a attempt) holdOps {
-	return queueOps{&keyOps{c: s.m.c, keys: s.k.lockKeys, holder: a.token, extendScript: mutexExtend, owned: mutexOwned}, s.k, mutexRelease}
+	k := s.m.k
+	return queueOps{&keyOps{c: s.m.c, keys: k.lockKeys, holder: a.token, extendScript: mutexExtend, owned: mutexOwned}, k, mutexRelease}
 }
 
 // mutexOwned reads a Mutex key and reports whether holder holds it.

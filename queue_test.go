@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/redistest"
+	"github.com/dlockgo/dlock/internal/witness"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -235,8 +237,7 @@ func TestQueuedContention(t *testing.T) {
 	for shape := range queuedLockers(cs[0], "x") {
 		t.Run(shape, func(t *testing.T) {
 			name := "hot-" + shape
-			var mu sync.Mutex
-			inside, overlaps, total := 0, 0, 0
+			var wit witness.Witness
 			var wg sync.WaitGroup
 			for w := range 16 {
 				wg.Add(1)
@@ -248,16 +249,9 @@ func TestQueuedContention(t *testing.T) {
 							t.Error(err)
 							return
 						}
-						mu.Lock()
-						inside++
-						if inside > 1 {
-							overlaps++
-						}
-						total++
-						mu.Unlock()
-						mu.Lock()
-						inside--
-						mu.Unlock()
+						wit.Enter(name)
+						runtime.Gosched() // let a broken lock's second holder in
+						wit.Exit(name)
 						if err := l.Unlock(ctx); err != nil {
 							t.Error(err)
 							return
@@ -266,8 +260,8 @@ func TestQueuedContention(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			if overlaps != 0 || total != 16*25 {
-				t.Fatalf("%d overlaps in %d acquisitions, want 0 in %d", overlaps, total, 16*25)
+			if wit.Overlaps() != 0 || wit.Entries() != 16*25 {
+				t.Fatalf("%d overlaps in %d acquisitions, want 0 in %d", wit.Overlaps(), wit.Entries(), 16*25)
 			}
 			if n := zcard(rdb, "dlock:{"+name+"}:queue"); n != 0 {
 				t.Fatalf("%d waiters left in the queue", n)

@@ -69,10 +69,7 @@ type earlyHandoff struct {
 
 // parseHandoff reads "op|fence|ttl-ms"; ok is false for any other payload.
 func parseHandoff(payload string) (op string, h handoff, ok bool) {
-	op, rest, found := strings.Cut(payload, "|")
-	if !found {
-		return payload, h, false
-	}
+	op, rest, _ := strings.Cut(payload, "|")
 	f, t, found := strings.Cut(rest, "|")
 	fence, err1 := strconv.ParseInt(f, 10, 64)
 	ttl, err2 := strconv.ParseInt(t, 10, 64)
@@ -112,17 +109,14 @@ func (s *subscriber) join(channel, id string) *waiter {
 		wc.idle = nil
 	}
 	if !wc.missed.IsZero() && time.Since(wc.missed) < missedWindow {
-		w.wake <- struct{}{} // buffered and new: never blocks
+		w.signal()
 	}
 	wc.missed = time.Time{}
 	if e, ok := wc.early[id]; ok {
 		delete(wc.early, id)
 		if time.Since(e.at) < missedWindow {
 			w.handed = &e.h
-			select {
-			case w.wake <- struct{}{}:
-			default:
-			}
+			w.signal()
 		}
 	}
 	wc.waiters = append(wc.waiters, w)
@@ -136,6 +130,16 @@ func (s *subscriber) wakeLocal(channel string) {
 	defer s.mu.Unlock()
 	if wc := s.chans[channel]; wc != nil {
 		wc.wakeOne(nil)
+	}
+}
+
+// signal gives w a wake-up unless it has one pending; false if it had.
+func (w *waiter) signal() bool {
+	select {
+	case w.wake <- struct{}{}:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -253,33 +257,21 @@ func (wc *wakeChannel) wakeOne(except *waiter) {
 		if w == except {
 			continue
 		}
-		select {
-		case w.wake <- struct{}{}:
+		if w.signal() {
 			return
-		default:
 		}
 	}
 }
 
-// handTo wakes the waiter whose id is op, giving it h if ok; a hand-off
-// that finds no such waiter is kept for one that joins within missedWindow.
-func (wc *wakeChannel) handTo(op string, h handoff, ok bool) {
-	found := false
+// handTo gives h to the waiter whose id is op and wakes it; a hand-off that
+// finds no such waiter is kept for one that joins within missedWindow.
+func (wc *wakeChannel) handTo(op string, h handoff) {
 	for _, w := range wc.waiters {
-		if w.id != op {
-			continue
-		}
-		found = true
-		if ok {
+		if w.id == op {
 			w.handed = &h
+			w.signal()
+			return
 		}
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
-	}
-	if found || !ok {
-		return
 	}
 	now := time.Now()
 	for id, e := range wc.early {
@@ -295,10 +287,7 @@ func (wc *wakeChannel) handTo(op string, h handoff, ok bool) {
 
 func (wc *wakeChannel) wakeAll() {
 	for _, w := range wc.waiters {
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
+		w.signal()
 	}
 }
 
@@ -318,9 +307,10 @@ func (s *subscriber) read(msgs <-chan any) {
 					} else {
 						wc.wakeOne(nil)
 					}
-				default:
-					op, h, ok := parseHandoff(m.Payload)
-					wc.handTo(op, h, ok)
+				default: // a hand-off; any other payload is not ours
+					if op, h, ok := parseHandoff(m.Payload); ok {
+						wc.handTo(op, h)
+					}
 				}
 			}
 		case *redis.Subscription:

@@ -26,7 +26,7 @@
 --                     call is queued (or keeps its place), its deadline now +
 --                     ARGV[6]
 -- Errors  WRONGTYPE   the key exists and is not a string
-local member = ARGV[2] .. '|' .. ARGV[1] .. '|' .. ARGV[3] .. '|' .. ARGV[8] .. '|' .. ARGV[4]
+local member = q_member(ARGV[2], ARGV[1], ARGV[3], ARGV[8], ARGV[4])
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 32) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[3])

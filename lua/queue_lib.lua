@@ -16,6 +16,11 @@
 -- publishes "op|fence|ttl-ms" to it: the waiter needs no further round trip
 -- (see q_hand).
 
+-- q_member is the member of one waiting Acquire call.
+local function q_member(op, holder, lease, client, meta)
+  return op .. '|' .. holder .. '|' .. lease .. '|' .. client .. '|' .. meta
+end
+
 -- q_join puts member at the end of the queue, or keeps the place it has;
 -- either way its deadline becomes now + qt.
 local function q_join(queue, timeouts, member, now, qt)

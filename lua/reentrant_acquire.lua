@@ -31,7 +31,7 @@
 --                            of now + ARGV[6]); pttl is the holder's remaining
 --                            TTL in ms (-1: none)
 -- Errors  WRONGTYPE          the key is not a hash of a lock
-local member = ARGV[2] .. '|' .. ARGV[1] .. '|' .. ARGV[3] .. '|' .. ARGV[8] .. '|' .. ARGV[4]
+local member = q_member(ARGV[2], ARGV[1], ARGV[3], ARGV[8], ARGV[4])
 local f = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'x', 'h')
 if f[1] == ARGV[1] then
   local n = tonumber(f[2])
