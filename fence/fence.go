@@ -12,7 +12,7 @@
 // Zero rows means either a stale holder (a newer token already wrote) or a
 // failed business condition; Update tells the two apart (ErrStale,
 // ErrCondition, ErrNoRow). It works with database/sql (Exec) and pgx
-// (ExecPgx), inside or outside a transaction.
+// (package fence/pgxfence), inside or outside a transaction.
 //
 // For data kept in Redis itself, Set writes a value only if its token is at
 // least the last token seen for that key (a Lua script), and Get reads both.

@@ -8,8 +8,9 @@ import (
 	"testing"
 
 	"github.com/dlockgo/dlock/fence"
-	"github.com/dlockgo/dlock/internal/pgproc"
+	"github.com/dlockgo/dlock/fence/pgxfence"
 	"github.com/dlockgo/dlock/internal/pgtest"
+	"github.com/dlockgo/dlock/internal/pgtest/pgproc"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
@@ -50,7 +51,7 @@ func stores(t *testing.T) []store {
 	pgxs := store{
 		name: "postgres-pgx",
 		exec: func(ctx context.Context, u fence.Update, token int64, key any, args ...any) error {
-			return u.ExecPgx(ctx, pool, token, key, args...)
+			return pgxfence.Exec(ctx, pool, u, token, key, args...)
 		},
 		run: func(ctx context.Context, q string, args ...any) error {
 			_, err := pool.Exec(ctx, q, args...)

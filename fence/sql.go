@@ -8,9 +8,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Update is a fenced conditional UPDATE of one row, identified by Key = key.
@@ -80,19 +77,13 @@ type SQLExecer interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// PgxExecer is *pgx.Conn, *pgxpool.Pool or pgx.Tx.
-type PgxExecer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // Exec runs the fenced update with database/sql. It returns nil when the
 // row was written (token accepted, condition met), a *StaleError (ErrStale)
 // when a higher token had written the row before, ErrCondition when the
 // token was current but Where failed, ErrNoRow when no row has the key, or
 // the database's error. Inside a transaction, the caller decides to commit.
 func (u Update) Exec(ctx context.Context, db SQLExecer, token int64, key any, args ...any) error {
-	update, probe, err := u.prepare(token, len(args))
+	update, probe, err := u.Prepare(token, len(args))
 	if err != nil {
 		return err
 	}
@@ -109,39 +100,29 @@ func (u Update) Exec(ctx context.Context, db SQLExecer, token int64, key any, ar
 	}
 	var seen int64
 	err = db.QueryRowContext(ctx, probe, key).Scan(&seen)
-	return u.classify(token, seen, err, errors.Is(err, sql.ErrNoRows))
+	return u.Explain(token, seen, err, errors.Is(err, sql.ErrNoRows))
 }
 
-// ExecPgx is Exec for pgx.
-func (u Update) ExecPgx(ctx context.Context, db PgxExecer, token int64, key any, args ...any) error {
-	update, probe, err := u.prepare(token, len(args))
-	if err != nil {
-		return err
-	}
-	tag, err := db.Exec(ctx, update, append(slices.Clip(args), token, key)...)
-	if err != nil {
-		return fmt.Errorf("fence: update %s: %w", u.Table, err)
-	}
-	if tag.RowsAffected() > 0 {
-		return nil
-	}
-	var seen int64
-	err = db.QueryRow(ctx, probe, key).Scan(&seen)
-	return u.classify(token, seen, err, errors.Is(err, pgx.ErrNoRows))
-}
-
-func (u Update) prepare(token int64, nargs int) (update, probe string, err error) {
+// Prepare checks token and returns the UPDATE and probe statements for
+// nargs business arguments: the building block of an Exec for another
+// driver (package fence/pgxfence). Run the UPDATE with the business
+// arguments followed by token and key; if it wrote no row, run the probe
+// with key and pass what it read to Explain.
+func (u Update) Prepare(token int64, nargs int) (update, probe string, err error) {
 	if err := checkToken(token); err != nil {
 		return "", "", err
 	}
 	return u.SQL(nargs)
 }
 
-// classify explains a zero-row update from the row's fence read after it.
+// Explain turns a zero-row update into its error from the probe that
+// followed it: seen is the fence the probe read, probeErr its error, and
+// noRow whether the probe found no row (the driver's no-rows error).
 // Fences never decrease, so a fence <= token read after the update was
 // <= token during it: the condition failed. A fence > token means a newer
 // holder wrote: stale (whatever the condition would have said).
-func (u Update) classify(token, seen int64, err error, noRows bool) error {
+func (u Update) Explain(token, seen int64, probeErr error, noRow bool) error {
+	err, noRows := probeErr, noRow
 	switch {
 	case noRows:
 		return fmt.Errorf("fence: update %s: %w", u.Table, ErrNoRow)

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlockgo/dlock/drill"
+	"github.com/dlockgo/dlock/cmd/dlock/drill"
 	"github.com/spf13/cobra"
 )
 

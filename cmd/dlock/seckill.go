@@ -10,8 +10,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/dlockgo/dlock/drill"
-	"github.com/dlockgo/dlock/inventory"
+	"github.com/dlockgo/dlock/cmd/dlock/drill"
+	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 	"github.com/spf13/cobra"
 )
 

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	dl "github.com/dlockgo/dlock" // dl: "dlock" is taken by the tests' helper
+	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 	"github.com/dlockgo/dlock/fence"
-	"github.com/dlockgo/dlock/inventory"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	dl "github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 	"github.com/dlockgo/dlock/internal/pgtest"
 	"github.com/dlockgo/dlock/internal/redistest"
-	"github.com/dlockgo/dlock/inventory"
 )
 
 // lockedBuffer is an io.Writer safe for the server goroutine and the test.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockgo/dlock/internal/pgproc"
+	"github.com/dlockgo/dlock/internal/pgtest/pgproc"
 	"go.uber.org/goleak"
 )
 

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dlockgo/dlock/inventory"
+	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 )
 
 // SeckillHTTP runs the flash sale against running `dlock serve` processes

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 	"github.com/dlockgo/dlock/internal/witness"
-	"github.com/dlockgo/dlock/inventory"
 )
 
 const (

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
-	"github.com/dlockgo/dlock/internal/pgproc"
+	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 	"github.com/dlockgo/dlock/internal/pgtest"
+	"github.com/dlockgo/dlock/internal/pgtest/pgproc"
 	"github.com/dlockgo/dlock/internal/redistest"
-	"github.com/dlockgo/dlock/inventory"
 	"github.com/redis/go-redis/v9"
 )
 

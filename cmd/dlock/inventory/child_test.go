@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/dlockgo/dlock/inventory"
+	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/dlockgo/dlock/fence"
+	"github.com/dlockgo/dlock/fence/pgxfence"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -92,7 +93,7 @@ func (s *PostgresStore) db() sqlDB { return pgDB{s.pool} }
 
 // pgQuerier is what pgxpool.Pool and pgx.Tx share.
 type pgQuerier interface {
-	fence.PgxExecer
+	pgxfence.Execer
 }
 
 // pgQ runs statements through pgx.
@@ -108,7 +109,7 @@ func (p pgQ) queryRow(ctx context.Context, q string, args ...any) scanner {
 }
 
 func (p pgQ) fenced(ctx context.Context, u fence.Update, token int64, key any, args ...any) error {
-	return u.ExecPgx(ctx, p.q, token, key, args...)
+	return pgxfence.Exec(ctx, p.q, u, token, key, args...)
 }
 
 type pgRow struct{ r pgx.Row }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockgo/dlock/inventory"
+	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 )
 
 // BenchmarkFlashSale runs whole flash sales: N buyers of one unit each,

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockgo/dlock/drill"
+	"github.com/dlockgo/dlock/cmd/dlock/drill"
 	"go.uber.org/goleak"
 )
 

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/dlockgo/dlock/inventory"
+	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 )
 
 // The default strategy: one conditional UPDATE per purchase, idempotent

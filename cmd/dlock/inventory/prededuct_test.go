@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockgo/dlock/inventory"
+	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 )
 
 // TestPredeductConsumerKilled: a consumer process is killed (SIGKILL) in

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 	"github.com/dlockgo/dlock/fence"
-	"github.com/dlockgo/dlock/inventory"
 )
 
 // TestFencedRejectsStaleHolder: holder A's lease (150 ms) runs out while it

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
-	"github.com/dlockgo/dlock/inventory"
+	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 	"github.com/redis/go-redis/v9"
 )
 
