@@ -145,34 +145,24 @@ func (c *Client) acquire(ctx context.Context, sh redisShape, opts []Option) (*Le
 func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (ls []*Lease, err error) {
 	start := time.Now()
 	name := sh.lockName()
-	defer func() {
-		ev := AcquireEvent{Shape: sh.kind(), Name: name, Result: Acquired, Wait: time.Since(start)}
-		switch {
-		case err == nil:
-		case isNotAcquired(err):
-			ev.Result = NotAcquired
-		default:
-			ev.Result, ev.Err = AcquireErr, err
-		}
-		c.observer.ObserveAcquire(ev)
-	}()
+	defer func() { c.keeper.Acquired(sh.kind(), name, start, err) }()
 	if v, ok := sh.(validator); ok {
 		err = v.validate()
 	} else {
 		err = validName(name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dlock: acquire: %w", err)
+		return nil, wrap("acquire", name, err)
 	}
 	cfg, err := newAcquireConfig(opts)
 	if err != nil {
-		return nil, fmt.Errorf("dlock: acquire %q: %w", name, err)
+		return nil, wrap("acquire", name, err)
 	}
 	if c.isClosed() {
-		return nil, fmt.Errorf("dlock: acquire %q: %w", name, ErrClosed)
+		return nil, wrap("acquire", name, ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("dlock: acquire %q: %w", name, err)
+		return nil, wrap("acquire", name, err)
 	}
 	ttl := cfg.lease
 	if ttl == 0 {
@@ -219,9 +209,9 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 		now := time.Now()
 		if cfg.wait == 0 || (!stop.IsZero() && !now.Before(stop)) {
 			if g.detail != "" {
-				return nil, fmt.Errorf("dlock: acquire %q: %w (%s)", name, ErrNotAcquired, g.detail)
+				return nil, wrap("acquire", name, fmt.Errorf("%w (%s)", ErrNotAcquired, g.detail))
 			}
-			return nil, fmt.Errorf("dlock: acquire %q: %w", name, ErrNotAcquired)
+			return nil, wrap("acquire", name, ErrNotAcquired)
 		}
 		if w != nil && w.channel != g.wake {
 			c.sub.leave(w, false)
@@ -253,7 +243,7 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 			d = stop.Sub(now)
 		}
 		if err := w.wait(ctx, d); err != nil {
-			return nil, fmt.Errorf("dlock: acquire %q: %w", name, err)
+			return nil, wrap("acquire", name, err)
 		}
 		// Handed the lock by a release: it is ours from a moment after the
 		// first attempt was sent, for the hand-off's TTL. With too little of
@@ -327,7 +317,7 @@ func (c *Client) tryGrant(ctx context.Context, sh redisShape, a attempt, cfg acq
 			return grant{}, redisErr(ctx, "acquire", sh.lockName(), err)
 		}
 		if g, err = parseGrant(v); err != nil {
-			return grant{}, fmt.Errorf("dlock: acquire %q: %w", sh.lockName(), err)
+			return grant{}, wrap("acquire", sh.lockName(), err)
 		}
 	}
 	g.wake = sh.keys().wake
@@ -345,14 +335,8 @@ func (c *Client) tryGrant(ctx context.Context, sh redisShape, a attempt, cfg acq
 
 // newLeases turns a grant into its Leases: one, or one per attempt.tokens.
 func (c *Client) newLeases(ctx context.Context, sh redisShape, a attempt, g grant, sent time.Time, cfg acquireConfig) ([]*Lease, error) {
-	if cerr := ctx.Err(); cerr != nil { // cancelled while the grant was in flight: give it back
-		for _, one := range a.each() {
-			_, _ = sh.ops(one).release(context.WithoutCancel(ctx), newOpID())
-		}
-		return nil, fmt.Errorf("dlock: acquire %q: %w", sh.lockName(), cerr)
-	}
 	if len(a.tokens) == 0 {
-		l, err := c.newLease(ctx, sh, a, g, sent, cfg)
+		l, err := c.keeper.Lease(ctx, c.grantOf(sh, a, g.fence, g.ttl, sent, cfg))
 		if err != nil {
 			return nil, err
 		}
@@ -361,64 +345,31 @@ func (c *Client) newLeases(ctx context.Context, sh redisShape, a attempt, g gran
 	ls := make([]*Lease, 0, len(a.tokens))
 	var err error
 	for i, one := range a.each() {
-		if err != nil { // closed meanwhile: give the rest back
-			_, _ = sh.ops(one).release(context.WithoutCancel(ctx), newOpID())
+		gr := c.grantOf(sh, one, g.fences[i], 0, sent, cfg)
+		if err != nil { // cancelled or closed meanwhile: give the rest back
+			c.keeper.giveBack(ctx, gr)
 			continue
 		}
 		var l *Lease
-		if l, err = c.newLease(ctx, sh, one, grant{ok: true, fence: g.fences[i]}, sent, cfg); err == nil {
+		if l, err = c.keeper.Lease(ctx, gr); err == nil {
 			ls = append(ls, l)
 		}
 	}
 	if err != nil {
+		for _, l := range ls {
+			_ = l.Unlock(context.WithoutCancel(ctx))
+		}
 		return nil, err
 	}
 	return ls, nil
 }
 
-// newLease turns a grant into a Lease, joining the owner's existing hold on
-// a reentrant lock.
-func (c *Client) newLease(ctx context.Context, sh redisShape, a attempt, g grant, sent time.Time, cfg acquireConfig) (*Lease, error) {
-	ttl := cmp.Or(g.ttl, a.ttl)
-	deadline := sent.Add(ttl - drift(ttl))
-	id := sh.holdID(a)
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		_, _ = sh.ops(a).release(context.WithoutCancel(ctx), newOpID())
-		return nil, fmt.Errorf("dlock: acquire %q: %w", sh.lockName(), ErrClosed)
+// grantOf describes a Redis grant for the Keeper; ttl is the grant's TTL
+// when it is shorter than the lease asked for (a hand-off), else 0.
+func (c *Client) grantOf(sh redisShape, a attempt, fence int64, ttl time.Duration, sent time.Time, cfg acquireConfig) Grant {
+	return Grant{
+		Shape: sh.kind(), Name: sh.lockName(), Key: sh.holdID(a), Owner: a.owner, ID: a.token,
+		Token: fence, Sent: sent, TTL: cmp.Or(ttl, a.ttl), Lease: a.ttl, Renewed: cfg.lease == 0,
+		Ops: redisOps{sh.ops(a)}, OnLost: cfg.onLost,
 	}
-	h := c.holds[id]
-	var l *Lease
-	if h != nil {
-		l = newLease(ctx, h, a.owner, cfg.onLost)
-		if h.attach(l) {
-			c.mu.Unlock()
-			h.raiseDeadline(deadline)
-			return l, nil
-		}
-	}
-	h = newHold(c, id, sh.kind(), sh.lockName(), sh.ops(a), g.fence, a.ttl, cfg.lease == 0, deadline)
-	h.holder = a.token
-	l = newLease(ctx, h, a.owner, cfg.onLost)
-	h.start(l)
-	if ttl < a.ttl {
-		h.topUpAt(time.Now().Add(a.ttl))
-	}
-	c.holds[id] = h
-	c.mu.Unlock()
-	if h.watchdog {
-		c.wd.add(h)
-	}
-	return l, nil
-}
-
-// forget removes an ended hold from the Client and its watchdog.
-func (c *Client) forget(h *hold) {
-	c.wd.remove(h)
-	c.mu.Lock()
-	if c.holds[h.id] == h {
-		delete(c.holds, h.id)
-	}
-	c.mu.Unlock()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,8 +43,9 @@ type Client struct {
 	wd  *watchdog
 	sub *subscriber
 
+	keeper *Keeper // the holds
+
 	mu     sync.Mutex
-	holds  map[string]*hold // held locks, by holdID
 	closed bool
 
 	bg      context.Context // cancelled by Close: background retries stop
@@ -111,7 +113,13 @@ func WithLogger(l *slog.Logger) ClientOption {
 // WithObserver sends lock events (acquisitions, releases, losses, renewals)
 // to o, synchronously: o must be fast and safe for concurrent use.
 func WithObserver(o Observer) ClientOption {
-	return func(c *Client) error { c.observer = o; return nil }
+	return func(c *Client) error {
+		if o == nil {
+			return fmt.Errorf("%w: nil observer", ErrInvalidArgument)
+		}
+		c.observer = o
+		return nil
+	}
 }
 
 // WithLabel adds a label (service name, replica id) to the holder metadata
@@ -128,7 +136,7 @@ func WithLabel(label string) ClientOption {
 
 // New returns a Client on rdb. rdb stays the caller's: Close does not close it.
 func New(rdb redis.UniversalClient, opts ...ClientOption) (*Client, error) {
-	if rdb == nil {
+	if rdb == nil || isNilPointer(rdb) {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidArgument)
 	}
 	host, _ := os.Hostname()
@@ -140,13 +148,13 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) (*Client, error) {
 		batch:    DefaultRenewBatch,
 		observer: nopObserver{},
 		meta:     strings.ReplaceAll(host, "|", "_") + "|" + strconv.Itoa(os.Getpid()),
-		holds:    make(map[string]*hold),
 	}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, err
 		}
 	}
+	c.keeper = NewKeeper(c.observer, c.logger)
 	c.bg, c.stopBg = context.WithCancel(context.Background())
 	c.wd = newWatchdog(c)
 	c.sub = newSubscriber(c)
@@ -165,20 +173,11 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	c.stopBg()
-	holds := make([]*hold, 0, len(c.holds))
-	for _, h := range c.holds {
-		holds = append(holds, h)
-	}
 	c.mu.Unlock()
 
 	c.wd.close()
 	c.retries.Wait()
-	for _, h := range holds {
-		h.lose(LostClosed)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, _ = h.ops.release(ctx, newOpID())
-		cancel()
-	}
+	c.keeper.Close()
 	return c.sub.close()
 }
 
@@ -208,4 +207,11 @@ func validName(name string) error {
 		return fmt.Errorf("%w: %d bytes (want 1..%d)", ErrInvalidName, len(name), MaxNameLen)
 	}
 	return nil
+}
+
+// isNilPointer reports whether v is an interface holding a nil pointer (a
+// typed nil such as (*redis.Client)(nil)).
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }

@@ -1,6 +1,12 @@
 package dlock
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // Sentinel errors. Every error returned by this package that has one of these
 // meanings wraps it, so test with errors.Is. Errors also carry the lock name.
@@ -51,3 +57,42 @@ var (
 // errNotOurs is internal: a compare-then-act script found the lock gone or
 // held by someone else.
 var errNotOurs = errors.New("dlock: not ours")
+
+// opError is the error of one operation on one lock, written once:
+// `dlock: <op> "<name>": <cause>`, where the cause's own "dlock: " prefix is
+// dropped. It wraps the cause (errors.Is sees the sentinel).
+type opError struct {
+	op, name string
+	err      error
+}
+
+func (e *opError) Error() string {
+	name := e.name
+	if len(name) > 64 { // an oversized name is shown by its start
+		name = strings.ToValidUTF8(name[:64], "") + "…"
+	}
+	return "dlock: " + e.op + " " + strconv.Quote(name) + ": " + strings.TrimPrefix(e.err.Error(), "dlock: ")
+}
+
+func (e *opError) Unwrap() error { return e.err }
+
+// wrap names the operation and the lock on err, once: an error that already
+// names its operation and lock is returned as it is.
+func wrap(op, name string, err error) error {
+	if _, ok := err.(*opError); ok {
+		return err
+	}
+	return &opError{op: op, name: name, err: err}
+}
+
+// storeErr names op and the lock on an error from the store; when ctx ended
+// the call, it is ctx's error that is wrapped.
+func storeErr(ctx context.Context, op, name string, err error) error {
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || isTimeout(err)) {
+		return wrap(op, name, ctx.Err())
+	}
+	return wrap(op, name, err)
+}
+
+// errNilLease is what the methods of a nil *Lease return.
+var errNilLease = fmt.Errorf("%w (nil lease)", ErrNotHeld)

@@ -2,73 +2,60 @@ package dlock
 
 import (
 	"context"
-	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
 
-// holdOps is what a lock shape (or backend) does for a lock it holds. It is
-// backend-neutral: the Lease drives it and shares the lost-lock machinery.
-type holdOps interface {
-	// extend sets the remaining lease to ttl if the lock is still ours;
-	// false means it is not.
-	extend(ctx context.Context, ttl time.Duration) (bool, error)
-	// release gives up one hold (op identifies the call, so a retry that
-	// was already applied is not applied twice).
-	release(ctx context.Context, op string) (releaseResult, error)
-	// verify reports whether the lock is still ours.
-	verify(ctx context.Context) (bool, error)
-}
-
-type releaseResult int
-
-const (
-	releaseNotOurs   releaseResult = 0 // gone, or someone else's
-	releaseFree      releaseResult = 1 // released; waiters woken
-	releaseStillHeld releaseResult = 2 // a reentrant count was decremented
-)
-
 // drift is the safety margin taken off every lease on the client's clock, so
-// the client gives a lease up before Redis can expire it and grant it to
+// the client gives a lease up before the store can expire it and grant it to
 // someone else: 1% of the lease plus 2 ms (the Redlock paper's allowance for
 // clock-rate differences and timer lateness).
 func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
-// hold is one lock held through one Client by one owner: one grant in Redis,
-// shared by every Lease of that owner on that lock (reentrant acquisitions).
-// It keeps the local deadline (monotonic clock), its timer, and the loss.
-type hold struct {
-	c        *Client
-	id       string // key in Client.holds
-	holder   string // the holder id in the backend (Lease.ID)
-	shape    string
-	name     string
-	ops      holdOps
-	fence    int64
-	ttl      time.Duration // the fixed lease, or the watchdog timeout
-	watchdog bool
-	since    time.Time
+// Hold is one grant kept by a Keeper: one lock held by one owner through one
+// backend client, shared by every Lease of that owner on that lock
+// (reentrant acquisitions). It keeps the local deadline on the monotonic
+// clock, its timer, and the loss. A backend calls Renewed after each
+// successful renewal and Lose when it learns the grant is gone; everything
+// else is the Keeper's.
+type Hold struct {
+	k     *Keeper
+	g     Grant // as granted; g.TTL is the lease (or watchdog timeout) asked for
+	since time.Time
 
 	mu       sync.Mutex
 	deadline time.Time
 	timer    *time.Timer
-	topUp    *time.Timer // set while a short hand-off grant awaits its extension
+	topUp    *time.Timer // set while a short first grant awaits its extension
 	leases   map[*Lease]struct{}
 	lost     error // non-nil once lost; wraps ErrLockLost
 	ended    bool  // lost, or its last Lease released: it takes no new Lease
 	renewals int
 }
 
-func newHold(c *Client, id, shape, name string, ops holdOps, fence int64, ttl time.Duration, watchdog bool, deadline time.Time) *hold {
-	return &hold{
-		c: c, id: id, shape: shape, name: name, ops: ops, fence: fence, ttl: ttl,
-		watchdog: watchdog, since: time.Now(), deadline: deadline,
-		leases: make(map[*Lease]struct{}),
-	}
-}
+// Name returns the lock's name.
+func (h *Hold) Name() string { return h.g.Name }
 
-// start attaches the first Lease and starts the deadline timer.
-func (h *hold) start(first *Lease) {
+// Token returns the grant's fencing token.
+func (h *Hold) Token() int64 { return h.g.Token }
+
+// Ops returns the grant's operations.
+func (h *Hold) Ops() GrantOps { return h.g.Ops }
+
+// Renewed records a renewal sent at sent that made the store keep the grant
+// for ttl: the local deadline moves to sent + ttl - drift. It does nothing
+// once the hold has ended (a renewal never revives a lost or released hold).
+func (h *Hold) Renewed(sent time.Time, ttl time.Duration) { h.extended(sent, ttl, true) }
+
+// Lose marks the hold lost, with reason, and every Lease still holding it:
+// each Lease's Context is cancelled with a cause wrapping ErrLockLost, Done
+// closes, OnLost runs, the Observer and the logger are told. It returns
+// false if the hold had already ended (lost or released).
+func (h *Hold) Lose(reason LostReason) bool { return h.k.lose(h, reason) }
+
+// start attaches the first Lease and arms the deadline timer; k.mu is held.
+func (h *Hold) start(first *Lease) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.leases[first] = struct{}{}
@@ -76,7 +63,7 @@ func (h *hold) start(first *Lease) {
 }
 
 // raiseDeadline moves the local deadline to d if that is later.
-func (h *hold) raiseDeadline(d time.Time) {
+func (h *Hold) raiseDeadline(d time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.ended && d.After(h.deadline) {
@@ -87,13 +74,13 @@ func (h *hold) raiseDeadline(d time.Time) {
 
 // topUpAt arranges for a hold granted for less than the lease it asked for
 // (a hand-off grants at most what was left of the waiter's queue deadline)
-// to be extended to end (a watchdog hold: to the watchdog timeout) when two
-// thirds of what the short grant leaves have passed; a hold released,
-// extended or renewed before then costs no extension. If the extension finds
-// the lock gone the hold is lost; if it fails, it is tried again at two
-// thirds of what is left, and the deadline timer loses the hold unless an
-// extension succeeds in time.
-func (h *hold) topUpAt(end time.Time) {
+// to be extended to end (a renewed hold: to its TTL) when two thirds of what
+// the short grant leaves have passed; a hold released, extended or renewed
+// before then costs no extension. If the extension finds the lock gone the
+// hold is lost; if it fails, it is tried again at two thirds of what is
+// left, and the deadline timer loses the hold unless an extension succeeds
+// in time.
+func (h *Hold) topUpAt(end time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ended {
@@ -104,13 +91,13 @@ func (h *hold) topUpAt(end time.Time) {
 
 // armTopUp starts the top-up timer at two thirds of what is left of the
 // hold's deadline; h.mu is held.
-func (h *hold) armTopUp(short, end time.Time) {
+func (h *Hold) armTopUp(short, end time.Time) {
 	h.topUp = time.AfterFunc(time.Until(h.deadline)*2/3, func() { h.topUpTo(short, end) })
 }
 
 // topUpTo extends the hold to end unless an Extend or a renewal already
 // moved its deadline past short, the short grant's.
-func (h *hold) topUpTo(short, end time.Time) {
+func (h *Hold) topUpTo(short, end time.Time) {
 	h.mu.Lock()
 	done := h.ended || h.deadline.After(short)
 	h.mu.Unlock()
@@ -118,8 +105,8 @@ func (h *hold) topUpTo(short, end time.Time) {
 		return
 	}
 	d := time.Until(end)
-	if h.watchdog {
-		d = h.ttl
+	if h.g.Renewed {
+		d = h.g.TTL
 	}
 	if d < time.Millisecond {
 		return // the lease ends on its own
@@ -127,26 +114,24 @@ func (h *hold) topUpTo(short, end time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), unlockTimeout)
 	defer cancel()
 	sent := time.Now()
-	ok, err := h.ops.extend(ctx, d)
+	ok, err := h.g.Ops.Extend(ctx, d)
 	switch {
 	case err != nil:
-		if h.c.logger != nil {
-			h.c.logger.Debug("dlock: extending a hand-off failed", "shape", h.shape, "name", h.name, "err", err)
-		}
+		h.k.debug("dlock: extending a hand-off failed", h, err)
 		h.mu.Lock()
 		if !h.ended && time.Until(h.deadline) > 10*time.Millisecond {
 			h.armTopUp(short, end) // try again
 		}
 		h.mu.Unlock()
 	case !ok:
-		h.lose(LostDeletedOrTaken)
+		h.Lose(LostDeletedOrTaken)
 	default:
 		h.extended(sent, d, false)
 	}
 }
 
 // stopTimers stops the deadline and top-up timers; h.mu is held.
-func (h *hold) stopTimers() {
+func (h *Hold) stopTimers() {
 	h.timer.Stop()
 	if h.topUp != nil {
 		h.topUp.Stop()
@@ -154,7 +139,7 @@ func (h *hold) stopTimers() {
 }
 
 // extended records a successful extension or renewal sent at sent.
-func (h *hold) extended(sent time.Time, ttl time.Duration, renewal bool) {
+func (h *Hold) extended(sent time.Time, ttl time.Duration, renewal bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ended {
@@ -165,85 +150,67 @@ func (h *hold) extended(sent time.Time, ttl time.Duration, renewal bool) {
 	if renewal {
 		h.renewals++
 		// Reported under h.mu: no renewal is reported after the hold ended.
-		h.c.observer.ObserveRenewal(RenewalEvent{Shape: h.shape, Name: h.name, Token: h.fence, OK: true, Held: time.Since(h.since), Renewals: h.renewals})
+		h.k.observer.ObserveRenewal(RenewalEvent{Shape: h.g.Shape, Name: h.g.Name, Token: h.g.Token, OK: true, Held: time.Since(h.since), Renewals: h.renewals})
 	}
 }
 
+// RenewFailed reports a renewal that failed with err without telling
+// whether the grant is still ours (the store could not be reached): the
+// hold stays until its deadline, and is lost then unless a renewal
+// succeeds first.
+func (h *Hold) RenewFailed(err error) {
+	h.k.observer.ObserveRenewal(RenewalEvent{Shape: h.g.Shape, Name: h.g.Name, Token: h.g.Token, Held: time.Since(h.since), Renewals: h.renewalCount(), Err: err})
+	h.k.debug("dlock: renewal failed", h, err)
+}
+
 // renewalCount returns the successful renewals so far.
-func (h *hold) renewalCount() int {
+func (h *Hold) renewalCount() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.renewals
 }
 
-func (h *hold) expiryReason() LostReason {
-	if h.watchdog {
+func (h *Hold) expiryReason() LostReason {
+	if h.g.Renewed {
 		return LostUnreachable
 	}
 	return LostExpired
 }
 
+// fixedLease is the lease events report: 0 for a renewed hold.
+func (h *Hold) fixedLease() time.Duration {
+	if h.g.Renewed {
+		return 0
+	}
+	return h.g.TTL
+}
+
 // pastDeadline marks the hold lost if its deadline has passed on the local
-// clock: a lease not renewed or extended in time is lost, whatever Redis may
-// still say. The timer calls it, and so does every check of the lease.
-func (h *hold) pastDeadline() bool {
+// clock: a lease not renewed or extended in time is lost, whatever the store
+// may still say. The timer calls it, and so does every check of the lease.
+// When it returns, a hold whose deadline has passed has been lost and every
+// one of its Leases marked.
+func (h *Hold) pastDeadline() {
 	h.mu.Lock()
 	late := !h.ended && !time.Now().Before(h.deadline)
 	h.mu.Unlock()
 	if late {
-		h.lose(h.expiryReason())
+		h.Lose(h.expiryReason())
 	}
-	return late
-}
-
-// lose marks the hold lost and every Lease still holding it, once; false if
-// the hold had already ended (lost or released).
-func (h *hold) lose(reason LostReason) bool {
-	h.mu.Lock()
-	if h.ended {
-		h.mu.Unlock()
-		return false
-	}
-	h.ended = true
-	h.lost = fmt.Errorf("dlock: %s %q: %w (%s)", h.shape, h.name, ErrLockLost, reason)
-	h.stopTimers()
-	leases := make([]*Lease, 0, len(h.leases))
-	for l := range h.leases {
-		leases = append(leases, l)
-	}
-	err := h.lost
-	h.mu.Unlock()
-
-	h.c.forget(h)
-	marked := 0
-	for _, l := range leases {
-		if l.markLost(err) {
-			marked++
-		}
-	}
-	h.report(reason, marked)
-	return true
 }
 
 // report tells the observer and the log that the hold was lost, ending
 // leases Leases.
-func (h *hold) report(reason LostReason, leases int) {
-	h.c.observer.ObserveLost(LostEvent{Shape: h.shape, Name: h.name, Token: h.fence, Reason: reason, Held: time.Since(h.since),
+func (h *Hold) report(reason LostReason, leases int) {
+	h.k.observer.ObserveLost(LostEvent{Shape: h.g.Shape, Name: h.g.Name, Token: h.g.Token, Reason: reason, Held: time.Since(h.since),
 		Lease: h.fixedLease(), Renewals: h.renewalCount(), Leases: leases})
-	if h.c.logger != nil {
-		h.c.logger.Warn("dlock: lock lost", "shape", h.shape, "name", h.name, "reason", string(reason), "held", time.Since(h.since))
+	if h.k.logger != nil {
+		h.k.logger.Warn("dlock: lock lost", "shape", h.g.Shape, "name", h.g.Name, "reason", string(reason), "held", time.Since(h.since))
 	}
 }
 
-// lostErr returns the loss, or nil.
-func (h *hold) lostErr() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.lost
-}
-
 // attach adds l to the hold; false if the hold has ended.
-func (h *hold) attach(l *Lease) bool {
+func (h *Hold) attach(l *Lease) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ended {
@@ -253,20 +220,9 @@ func (h *hold) attach(l *Lease) bool {
 	return true
 }
 
-// detach removes l; when it was the last Lease the hold stops its timer and
-// leaves the watchdog and the Client before any release is sent, and detach
-// returns true.
-func (h *hold) detach(l *Lease) bool {
-	h.mu.Lock()
-	delete(h.leases, l)
-	last := len(h.leases) == 0 && !h.ended
-	if last {
-		h.ended = true
-		h.stopTimers()
+func (k *Keeper) debug(msg string, h *Hold, err error) {
+	if k.logger != nil {
+		k.logger.LogAttrs(context.Background(), slog.LevelDebug, msg,
+			slog.String("shape", h.g.Shape), slog.String("name", h.g.Name), slog.Any("err", err))
 	}
-	h.mu.Unlock()
-	if last {
-		h.c.forget(h)
-	}
-	return last
 }

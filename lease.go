@@ -16,7 +16,7 @@ import (
 // clock, when the watchdog cannot renew it before it would run out, or when
 // Redis no longer holds it for us (deleted, flushed, taken).
 type Lease struct {
-	h      *hold
+	h      *Hold
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   chan struct{}
@@ -27,32 +27,32 @@ type Lease struct {
 	err      error // the loss, once lost
 }
 
-func newLease(ctx context.Context, h *hold, owner string, onLost func(*Lease)) *Lease {
+func newLease(ctx context.Context, h *Hold, owner string, onLost func(*Lease)) *Lease {
 	lctx, cancel := context.WithCancelCause(withOwner(ctx, owner))
 	return &Lease{h: h, ctx: lctx, cancel: cancel, done: make(chan struct{}), onLost: onLost}
 }
 
 // Name returns the lock's name.
-func (l *Lease) Name() string { return l.h.name }
+func (l *Lease) Name() string { return l.h.g.Name }
 
 // ID returns the id this lease is held under in Redis: the Mutex's
 // per-acquisition token, the owner of a reentrant, fair or read-write lock,
 // or the permit id of a Semaphore (Semaphore.Release takes it). Inspect shows
 // its first 8 characters.
-func (l *Lease) ID() string { return l.h.holder }
+func (l *Lease) ID() string { return l.h.g.ID }
 
 // Token returns the fencing token of this grant: for one lock name, strictly
 // greater than every token granted before it (a reentrant acquisition returns
 // its holder's token). Pass it to the storage you write and let the storage
 // reject writes with a token lower than one it has seen (package fence).
 //
-// Tokens are max(last + 1, Redis server time in µs), kept in a counter key
-// that lives for the Client's fence TTL after the last grant; after that key
-// is lost (TTL, FLUSHALL, a failover that lost its last write) tokens still
-// increase unless the server clock went back. On Redis they are as durable as
-// Redis replication; for tokens that must never go back, have a consensus
-// store (etcd, ZooKeeper) issue them.
-func (l *Lease) Token() int64 { return l.h.fence }
+// On Redis, tokens are max(last + 1, Redis server time in µs), kept in a
+// counter key that lives for the Client's fence TTL after the last grant;
+// after that key is lost (TTL, FLUSHALL, a failover that lost its last
+// write) tokens still increase unless the server clock went back: they are
+// as durable as Redis replication. A consensus backend (etcdlock, zklock)
+// issues tokens from its replicated log, which never goes back.
+func (l *Lease) Token() int64 { return l.h.g.Token }
 
 // Context returns a context that carries this lease's owner (acquiring a
 // reentrant lock with it re-enters) and is cancelled when the lock is lost
@@ -70,6 +70,9 @@ func (l *Lease) Done() <-chan struct{} { return l.done }
 // it reports the loss even if the timer that cancels Context has not run yet
 // (on a busy machine timers fire late; Err never does).
 func (l *Lease) Err() error {
+	if l == nil {
+		return errNilLease
+	}
 	l.h.pastDeadline()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -100,7 +103,7 @@ func (l *Lease) state(op string) error {
 	defer l.mu.Unlock()
 	switch {
 	case l.released:
-		return fmt.Errorf("dlock: %s %q: %w", op, l.h.name, ErrNotHeld)
+		return wrap(op, l.h.g.Name, ErrNotHeld)
 	case l.err != nil:
 		return l.err
 	}
@@ -112,15 +115,18 @@ func (l *Lease) state(op string) error {
 // lease is then lost), ErrNotHeld after Unlock, or a Redis error (ownership
 // unknown: do not commit).
 func (l *Lease) Verify(ctx context.Context) error {
+	if l == nil {
+		return errNilLease
+	}
 	if err := l.state("verify"); err != nil {
 		return err
 	}
-	ok, err := l.h.ops.verify(ctx)
+	ok, err := l.h.g.Ops.Verify(ctx)
 	if err != nil {
-		return redisErr(ctx, "verify", l.h.name, err)
+		return storeErr(ctx, "verify", l.h.g.Name, err)
 	}
 	if !ok {
-		l.h.lose(LostDeletedOrTaken)
+		l.h.Lose(LostDeletedOrTaken)
 		return l.lostErr()
 	}
 	return l.state("verify")
@@ -130,19 +136,22 @@ func (l *Lease) Verify(ctx context.Context) error {
 // ours. On a watchdog lease the watchdog goes on renewing to its timeout.
 // It returns an error wrapping ErrLockLost if the lock is no longer ours.
 func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
+	if l == nil {
+		return errNilLease
+	}
 	if d < time.Millisecond {
-		return fmt.Errorf("dlock: extend %q: %w: %v", l.h.name, ErrInvalidDuration, d)
+		return wrap("extend", l.h.g.Name, fmt.Errorf("%w: %v", ErrInvalidDuration, d))
 	}
 	if err := l.state("extend"); err != nil {
 		return err
 	}
 	sent := time.Now()
-	ok, err := l.h.ops.extend(ctx, d)
+	ok, err := l.h.g.Ops.Extend(ctx, d)
 	if err != nil {
-		return redisErr(ctx, "extend", l.h.name, err)
+		return storeErr(ctx, "extend", l.h.g.Name, err)
 	}
 	if !ok {
-		l.h.lose(LostDeletedOrTaken)
+		l.h.Lose(LostDeletedOrTaken)
 		return l.lostErr()
 	}
 	l.h.extended(sent, d, false)
@@ -153,7 +162,7 @@ func (l *Lease) lostErr() error {
 	if err := l.Err(); err != nil {
 		return err
 	}
-	return fmt.Errorf("dlock: %s %q: %w", l.h.shape, l.h.name, ErrLockLost)
+	return wrap(l.h.g.Shape, l.h.g.Name, ErrLockLost)
 }
 
 // Unlock releases this hold. It returns nil if the lock was still ours, an
@@ -163,43 +172,39 @@ func (l *Lease) lostErr() error {
 // once every Lease of its owner is unlocked. Unlock stops renewing before it
 // sends the release, so no renewal outlives it.
 func (l *Lease) Unlock(ctx context.Context) error {
-	l.h.pastDeadline()
+	if l == nil {
+		return errNilLease
+	}
+	h := l.h
+	h.pastDeadline()
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
-		return fmt.Errorf("dlock: unlock %q: %w", l.h.name, ErrNotHeld)
+		return wrap("unlock", h.g.Name, ErrNotHeld)
 	}
 	l.released = true
 	lost := l.err
 	l.mu.Unlock()
 
-	h := l.h
-	last := h.detach(l)
-	res, err := h.ops.release(ctx, newOpID())
+	last := h.k.detach(h, l)
+	res, err := h.g.Ops.Release(ctx)
 	l.cancel(context.Canceled)
 
-	foundLost := lost != nil || (err == nil && res == releaseNotOurs)
-	h.c.observer.ObserveRelease(ReleaseEvent{Shape: h.shape, Name: h.name, Token: h.fence, Held: time.Since(h.since), Lease: h.fixedLease(),
+	foundLost := lost != nil || (err == nil && res == ReleasedNotOurs)
+	h.k.observer.ObserveRelease(ReleaseEvent{Shape: h.g.Shape, Name: h.g.Name, Token: h.g.Token, Held: time.Since(h.since), Lease: h.fixedLease(),
 		Renewals: h.renewalCount(), FoundLost: foundLost, LostBefore: lost != nil, Last: last})
 	switch {
 	case lost != nil:
 		return lost
 	case err != nil:
-		return redisErr(ctx, "unlock", h.name, err)
-	case res == releaseNotOurs:
+		return storeErr(ctx, "unlock", h.g.Name, err)
+	case res == ReleasedNotOurs:
 		if last { // the hold ended with this Lease: nobody else reports the loss
 			h.report(LostDeletedOrTaken, 0)
 		} else { // marks other Leases of this owner (unless a loss was already reported)
-			h.lose(LostDeletedOrTaken)
+			h.Lose(LostDeletedOrTaken)
 		}
-		return fmt.Errorf("dlock: unlock %q: %w (released by someone else or expired)", h.name, ErrLockLost)
+		return wrap("unlock", h.g.Name, fmt.Errorf("%w (released by someone else or expired)", ErrLockLost))
 	}
 	return nil
-}
-
-func (h *hold) fixedLease() time.Duration {
-	if h.watchdog {
-		return 0
-	}
-	return h.ttl
 }

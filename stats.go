@@ -9,11 +9,6 @@ type Stats struct {
 
 // Stats returns a snapshot of the Client's bookkeeping.
 func (c *Client) Stats() Stats {
-	c.mu.Lock()
-	n := len(c.holds)
-	c.mu.Unlock()
-	c.wd.mu.Lock()
-	w := len(c.wd.holds)
-	c.wd.mu.Unlock()
+	n, w := c.keeper.Count()
 	return Stats{Holds: n, Watched: w, RenewalRoundTrips: c.wd.roundTrips.Load()}
 }

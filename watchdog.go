@@ -26,9 +26,7 @@ type watchdog struct {
 	interval time.Duration
 	stop     chan struct{}
 	done     chan struct{}
-
-	mu    sync.Mutex
-	holds map[*hold]struct{}
+	once     sync.Once
 
 	roundTrips atomic.Int64
 }
@@ -37,36 +35,13 @@ func newWatchdog(c *Client) *watchdog {
 	w := &watchdog{
 		c: c, interval: c.timeout / 3,
 		stop: make(chan struct{}), done: make(chan struct{}),
-		holds: make(map[*hold]struct{}),
 	}
 	go w.run()
 	return w
 }
 
-func (w *watchdog) add(h *hold) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	select {
-	case <-w.stop:
-	default:
-		w.holds[h] = struct{}{}
-	}
-}
-
-func (w *watchdog) remove(h *hold) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.holds, h)
-}
-
 func (w *watchdog) close() {
-	w.mu.Lock()
-	select {
-	case <-w.stop:
-	default:
-		close(w.stop)
-	}
-	w.mu.Unlock()
+	w.once.Do(func() { close(w.stop) })
 	<-w.done
 }
 
@@ -85,16 +60,14 @@ func (w *watchdog) run() {
 }
 
 func (w *watchdog) renewAll() {
-	w.mu.Lock()
-	var hs, own []*hold
-	for h := range w.holds {
-		if _, ok := h.ops.(renewer); ok {
+	var hs, own []*Hold
+	for _, h := range w.c.keeper.Renewing() {
+		if _, ok := renewerOf(h); ok {
 			hs = append(hs, h)
 		} else {
 			own = append(own, h)
 		}
 	}
-	w.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, h := range own {
 		wg.Add(1)
@@ -110,18 +83,18 @@ func (w *watchdog) renewAll() {
 }
 
 // renewOwn renews a hold through its ops' extend.
-func (w *watchdog) renewOwn(h *hold) {
+func (w *watchdog) renewOwn(h *Hold) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.interval)
 	defer cancel()
 	sent := time.Now()
-	ok, err := h.ops.extend(ctx, w.c.timeout)
+	ok, err := h.Ops().Extend(ctx, w.c.timeout)
 	if err == nil && !ok {
 		err = errNotOurs
 	}
 	w.settle(h, sent, err)
 }
 
-func (w *watchdog) renewBatch(hs []*hold) {
+func (w *watchdog) renewBatch(hs []*Hold) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.interval)
 	defer cancel()
 	sent := time.Now()
@@ -133,7 +106,7 @@ func (w *watchdog) renewBatch(hs []*hold) {
 		}
 	}
 	if len(idx) > 0 {
-		again := make([]*hold, len(idx))
+		again := make([]*Hold, len(idx))
 		for k, i := range idx {
 			again[k] = hs[i]
 		}
@@ -148,11 +121,12 @@ func (w *watchdog) renewBatch(hs []*hold) {
 
 // exec renews hs in one pipeline; the result holds, per hold, nil (renewed),
 // errNotOurs (a call returned 0), or the first error.
-func (w *watchdog) exec(ctx context.Context, hs []*hold, eval bool) []error {
+func (w *watchdog) exec(ctx context.Context, hs []*Hold, eval bool) []error {
 	p := w.c.rdb.Pipeline()
 	cmds := make([][]*redis.Cmd, len(hs))
 	for i, h := range hs {
-		for _, call := range h.ops.(renewer).renewCalls(w.c.timeout) {
+		r, _ := renewerOf(h)
+		for _, call := range r.renewCalls(w.c.timeout) {
 			cmds[i] = append(cmds[i], call.queue(ctx, p, eval))
 		}
 	}
@@ -178,16 +152,23 @@ func (w *watchdog) exec(ctx context.Context, hs []*hold, eval bool) []error {
 	return errs
 }
 
-func (w *watchdog) settle(h *hold, sent time.Time, err error) {
+func (w *watchdog) settle(h *Hold, sent time.Time, err error) {
 	switch {
 	case err == nil:
-		h.extended(sent, w.c.timeout, true) // reports the renewal
+		h.Renewed(sent, w.c.timeout)
 	case err == errNotOurs:
-		h.lose(LostDeletedOrTaken)
+		h.Lose(LostDeletedOrTaken)
 	default:
-		w.c.observer.ObserveRenewal(RenewalEvent{Shape: h.shape, Name: h.name, Token: h.fence, Held: time.Since(h.since), Renewals: h.renewalCount(), Err: err})
-		if w.c.logger != nil {
-			w.c.logger.Debug("dlock: renewal failed", "shape", h.shape, "name", h.name, "err", err)
-		}
+		h.RenewFailed(err)
 	}
+}
+
+// renewerOf returns h's Redis ops as a renewer, if they are one.
+func renewerOf(h *Hold) (renewer, bool) {
+	ro, ok := h.Ops().(redisOps)
+	if !ok {
+		return nil, false
+	}
+	r, ok := ro.o.(renewer)
+	return r, ok
 }
