@@ -30,6 +30,7 @@ type rig struct {
 	obs *dlockprom.Observer
 	reg *prometheus.Registry
 	log *logBuffer
+	ev  *observed
 }
 
 func newRig(t *testing.T, copts []dlock.ClientOption, oopts ...dlockprom.Option) *rig {
@@ -46,17 +47,57 @@ func newRigOn(t *testing.T, rdb *redis.Client, copts []dlock.ClientOption, oopts
 		t.Fatalf("dlockprom.New: %v", err)
 	}
 	r.obs = obs
+	r.ev = &observed{Observer: obs, changed: make(chan struct{})}
 	r.reg = prometheus.NewPedanticRegistry()
 	if err := r.reg.Register(obs); err != nil {
 		t.Fatalf("register: %v", err)
 	}
-	c, err := dlock.New(r.rdb, append([]dlock.ClientOption{dlock.WithObserver(obs)}, copts...)...)
+	c, err := dlock.New(r.rdb, append([]dlock.ClientOption{dlock.WithObserver(r.ev)}, copts...)...)
 	if err != nil {
 		t.Fatalf("dlock.New: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	r.c = c
 	return r
+}
+
+// observed passes every event to the Observer under test and counts the
+// LostEvents it has finished handling, so that a test can wait for the
+// event itself rather than poll a metric that the handler updates in
+// several steps.
+type observed struct {
+	*dlockprom.Observer
+	mu      sync.Mutex
+	lost    int
+	changed chan struct{} // closed and replaced after each handled LostEvent
+}
+
+func (o *observed) ObserveLost(ev dlock.LostEvent) {
+	o.Observer.ObserveLost(ev)
+	o.mu.Lock()
+	o.lost++
+	close(o.changed)
+	o.changed = make(chan struct{})
+	o.mu.Unlock()
+}
+
+// waitLost waits until the Observer has handled n LostEvents in all.
+func (r *rig) waitLost(t *testing.T, n int) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		r.ev.mu.Lock()
+		got, changed := r.ev.lost, r.ev.changed
+		r.ev.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("%d LostEvents handled within 20s, want %d", got, n)
+		}
+	}
 }
 
 func testCtx(t *testing.T) context.Context {

@@ -67,8 +67,12 @@ func TestForcedLossFoundByWatchdog(t *testing.T) {
 	lost := func() float64 {
 		return get(t, r.reg, "dlock_lost_total", "shape", "mutex", "group", "stock", "reason", "deleted_or_taken").value
 	}
-	// Done closes before the observer hears of the loss.
-	eventually(t, 10*time.Second, "the loss counted", func() bool { return lost() == 1 })
+	// Done closes before the observer hears of the loss: wait for the
+	// observer to have handled the LostEvent, then read its metrics.
+	r.waitLost(t, 1)
+	if v := lost(); v != 1 {
+		t.Fatalf("lost = %v after the loss, want 1", v)
+	}
 	if v := get(t, r.reg, "dlock_held_leases", "shape", "mutex").value; v != 0 {
 		t.Fatalf("held_leases = %v after the loss, want 0", v)
 	}
@@ -117,9 +121,13 @@ func TestUnreachableRedis(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("lease not lost while Redis was paused")
 	}
-	eventually(t, 10*time.Second, "the loss counted", func() bool {
-		return get(t, r.reg, "dlock_lost_total", "shape", "lock", "group", "job", "reason", "unreachable").value == 1
-	})
+	r.waitLost(t, 1)
+	if v := get(t, r.reg, "dlock_lost_total", "shape", "lock", "group", "job", "reason", "unreachable").value; v != 1 {
+		t.Fatalf("lost{unreachable} = %v after the loss, want 1", v)
+	}
+	if v := get(t, r.reg, "dlock_held_leases", "shape", "lock").value; v != 0 {
+		t.Fatalf("held_leases = %v after the loss, want 0", v)
+	}
 	eventually(t, 10*time.Second, "a renewal failure counted", func() bool {
 		return get(t, r.reg, "dlock_renewal_failures_total", "shape", "lock", "group", "job").value >= 1
 	})
@@ -297,7 +305,10 @@ func TestHeldGaugeReentrant(t *testing.T) {
 		t.Fatal("loss not detected")
 	}
 	// Done closes before the observer hears of the loss.
-	eventually(t, 10*time.Second, "held = 0 after the loss of two Leases", func() bool { return held() == 0 })
+	r.waitLost(t, 1)
+	if v := held(); v != 0 {
+		t.Fatalf("held = %v after the loss of two Leases, want 0", v)
+	}
 	for _, l := range []*dlock.Lease{inner, outer} {
 		if err := l.Unlock(ctx); !errors.Is(err, dlock.ErrLockLost) {
 			t.Fatalf("unlock = %v, want ErrLockLost", err)

@@ -117,7 +117,7 @@ func TestSlowHoldLost(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("fixed lease did not run out")
 	}
-	eventually(t, 10*time.Second, "the slow loss reported", func() bool { return len(r.log.records(t, slowMsg)) == 1 })
+	r.waitLost(t, 1)
 	if err := l.Unlock(ctx); err == nil {
 		t.Fatal("unlock of an expired lease succeeded")
 	}

@@ -134,11 +134,29 @@ func (c *Consumer) runSKU(ctx context.Context, sku string) {
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, redis.Nil) {
 				c.logf("read %s: %v", stream, err)
+				if isNoGroup(err) {
+					c.recover(ctx, sku)
+				}
 				_ = think(ctx, retryPause)
 			}
 			continue
 		}
 		c.processAll(ctx, sku, msgs)
+	}
+}
+
+// recover recreates the stream's group and warms the sku up again after
+// Redis lost its data (the group is gone): new orders can then be queued
+// and read without waiting for a buyer to find the stock key missing.
+func (c *Consumer) recover(ctx context.Context, sku string) {
+	if err := ensureGroup(ctx, c.p.rdb, c.p.keys(sku).stream); err != nil {
+		c.logf("recreate group of %s: %v", sku, err)
+		return
+	}
+	if warmed, err := c.p.EnsureWarm(ctx, sku); err != nil {
+		c.logf("warm up %s: %v", sku, err)
+	} else if warmed {
+		c.warnf("%s: Redis had lost the stock; warmed up again from the database", sku)
 	}
 }
 

@@ -26,8 +26,10 @@ func newFrame(st Store, o Options) (sqlFrame, error) {
 }
 
 // buy validates, claims the request id, runs attempt and releases the claim
-// unless the attempt decided the request.
-func (f sqlFrame) buy(ctx context.Context, sku string, qty int64, buyer, requestID string, attempt func(ctx context.Context, st Stock) (Result, error)) (Result, error) {
+// unless the attempt decided the request. An error that says Redis or the
+// database could not be reached wraps ErrUnavailable.
+func (f sqlFrame) buy(ctx context.Context, sku string, qty int64, buyer, requestID string, attempt func(ctx context.Context, st Stock) (Result, error)) (_ Result, err error) {
+	defer func() { err = unavailable(err) }()
 	if err := f.opt.validate(sku, qty, buyer, requestID); err != nil {
 		return failed(err)
 	}

@@ -23,12 +23,16 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Sentinel errors; test with errors.Is.
 var (
-	// ErrInvalidInput: qty <= 0 or above the per-order limit, an empty or
-	// too long buyer or request id, a malformed sku. Nothing was changed.
+	// ErrInvalidInput: qty <= 0 or above the per-order limit; a buyer or
+	// request id that is empty, longer than MaxIDLen bytes, not valid UTF-8
+	// or holds a control character such as NUL; a malformed sku. Nothing
+	// was changed.
 	ErrInvalidInput = errors.New("inventory: invalid input")
 	// ErrUnknownSKU: no stock row for the sku. Nothing was changed.
 	ErrUnknownSKU = errors.New("inventory: unknown sku")
@@ -165,10 +169,28 @@ func (o Options) validate(sku string, qty int64, buyer, requestID string) error 
 		return fmt.Errorf("%w: qty %d (want 1..%d)", ErrInvalidInput, qty, o.MaxQty)
 	case qty > o.MaxQty:
 		return fmt.Errorf("%w: qty %d above the per-order limit %d", ErrInvalidInput, qty, o.MaxQty)
-	case buyer == "" || len(buyer) > MaxIDLen:
-		return fmt.Errorf("%w: buyer must be 1..%d bytes", ErrInvalidInput, MaxIDLen)
-	case requestID == "" || len(requestID) > MaxIDLen:
-		return fmt.Errorf("%w: request id must be 1..%d bytes", ErrInvalidInput, MaxIDLen)
+	}
+	if err := validText("buyer", buyer); err != nil {
+		return err
+	}
+	return validText("request id", requestID)
+}
+
+// validText accepts 1..MaxIDLen bytes of valid UTF-8 without control
+// characters (NUL included): every store keeps such a string as it is.
+func validText(field, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: %s is empty (want 1..%d bytes)", ErrInvalidInput, field, MaxIDLen)
+	case len(s) > MaxIDLen:
+		return fmt.Errorf("%w: %s is %d bytes long (want 1..%d)", ErrInvalidInput, field, len(s), MaxIDLen)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidInput, field)
+	}
+	for i, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w: %s has a control character (U+%04X) at byte %d", ErrInvalidInput, field, r, i)
+		}
 	}
 	return nil
 }

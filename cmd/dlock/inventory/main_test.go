@@ -16,6 +16,7 @@ import (
 	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 	"github.com/dlockgo/dlock/internal/pgtest"
 	"github.com/dlockgo/dlock/internal/pgtest/pgproc"
+	"github.com/dlockgo/dlock/internal/redisproc"
 	"github.com/dlockgo/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -41,6 +42,7 @@ type world struct {
 	dsn   string // how a second process opens the same store
 	store inventory.Store
 	rdb   *redis.Client
+	srv   *redisproc.Server // the redis-server behind rdb
 	locks *dlock.Client
 }
 
@@ -71,7 +73,8 @@ func newWorld(t testing.TB, kind string) *world {
 	}
 	t.Cleanup(func() { st.Close() })
 	w.store = st
-	w.rdb = redistest.Client(t, redistest.Start(t))
+	w.srv = redistest.Start(t)
+	w.rdb = redistest.Client(t, w.srv)
 	w.locks = newLocks(t, w.rdb)
 	return w
 }

@@ -142,5 +142,5 @@ func (d pgDB) inTx(ctx context.Context, fn func(q querier) error) error {
 }
 
 func (d pgDB) dialect() dialect {
-	return dialect{now: "now()", age: "EXTRACT(EPOCH FROM (now() - created_at))"}
+	return dialect{now: "now()", age: "EXTRACT(EPOCH FROM (now() - created_at))", forShare: " FOR SHARE"}
 }

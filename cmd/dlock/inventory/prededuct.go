@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,7 +31,9 @@ const Group = "persist"
 // order in the sku's Redis Stream and remembers the request id — all or
 // nothing, so it never oversells (may undersell if an order cannot be
 // persisted, and then gives the units back). The script's -2 (stock key
-// missing) is ErrNotWarmedUp, a system error, never "sold out". Orders
+// missing) is never "sold out": Buy then warms the sku up from the database
+// (see WarmUp: Redis lost its data, or the sku is new) and runs it again;
+// if that fails too it is ErrNotWarmedUp, a system error. Orders
 // reach SQL asynchronously through a Consumer (consumer group Group, XACK
 // after the SQL commit, XAUTOCLAIM of entries a dead consumer left pending),
 // idempotently through the orders' UNIQUE request_id and the idem table.
@@ -39,8 +42,9 @@ const Group = "persist"
 // Cluster): <prefix>{sku}:stock, :req (request ids), :orders (the stream),
 // :dead (entries that could not be persisted).
 type Prededuct struct {
-	f   sqlFrame
-	rdb redis.UniversalClient
+	f       sqlFrame
+	rdb     redis.UniversalClient
+	warming sync.Mutex // serializes this process's re-warm-ups
 }
 
 // NewPrededuct returns the prededuct strategy on st and rdb. Call WarmUp
@@ -74,11 +78,19 @@ func (p *Prededuct) keys(sku string) redisKeys {
 func (p *Prededuct) StockKey(sku string) string { return p.keys(sku).stock }
 
 // Buy: see Strategy. A sale is Queued: its order row is written by a
-// Consumer; OrderID is 0.
-func (p *Prededuct) Buy(ctx context.Context, sku string, qty int64, buyer, requestID string) (Result, error) {
+// Consumer; OrderID is 0. An error that says Redis or the database could not
+// be reached wraps ErrUnavailable.
+func (p *Prededuct) Buy(ctx context.Context, sku string, qty int64, buyer, requestID string) (_ Result, err error) {
+	defer func() { err = unavailable(err) }()
 	if err := p.f.opt.validate(sku, qty, buyer, requestID); err != nil {
 		return failed(err)
 	}
+	return p.buy(ctx, sku, qty, buyer, requestID, true)
+}
+
+// buy runs the pre-deduct script; when it finds no stock key and rewarm is
+// set, it warms the sku up from the database and tries once more.
+func (p *Prededuct) buy(ctx context.Context, sku string, qty int64, buyer, requestID string, rewarm bool) (Result, error) {
 	k := p.keys(sku)
 	v, err := predeductScript.Run(ctx, p.rdb, []string{k.stock, k.req, k.stream},
 		qty, requestID, buyer, sku, p.f.opt.RequestTTL.Milliseconds()).Slice()
@@ -96,8 +108,14 @@ func (p *Prededuct) Buy(ctx context.Context, sku string, qty int64, buyer, reque
 	case -1:
 		return Result{Outcome: SoldOut, Left: 0}, nil
 	case -2:
-		if _, err := p.f.store.Stock(ctx, sku); err != nil {
-			return failed(err) // ErrUnknownSKU, or the database's error
+		if rewarm {
+			if _, err := p.EnsureWarm(ctx, sku); err != nil {
+				if errors.Is(err, ErrUnknownSKU) || errors.Is(err, ErrInvalidInput) {
+					return failed(err)
+				}
+				return failed(fmt.Errorf("%w: %q (key %s missing): %w", ErrNotWarmedUp, sku, k.stock, err))
+			}
+			return p.buy(ctx, sku, qty, buyer, requestID, false)
 		}
 		return failed(fmt.Errorf("%w: %q (key %s missing)", ErrNotWarmedUp, sku, k.stock))
 	case 2:
@@ -130,33 +148,6 @@ func priorResult(prior string, qty int64, buyer, requestID string) (Result, erro
 	r, err := failed(fmt.Errorf("%w: request %q", ErrNotPersisted, requestID))
 	r.Replayed = true
 	return r, err
-}
-
-// WarmUp loads a sku's stock from SQL into Redis, unless Redis has it
-// already (never overwritten: that would resell units already sold in
-// Redis), and creates the consumer group. The loaded stock is SQL's minus
-// the units still queued in the stream. It returns whether it loaded.
-func (p *Prededuct) WarmUp(ctx context.Context, sku string) (bool, error) {
-	if err := validSKU(sku); err != nil {
-		return false, err
-	}
-	st, err := p.f.store.Stock(ctx, sku)
-	if err != nil {
-		return false, err
-	}
-	k := p.keys(sku)
-	if err := ensureGroup(ctx, p.rdb, k.stream); err != nil {
-		return false, err
-	}
-	_, pending, err := p.queued(ctx, sku)
-	if err != nil {
-		return false, err
-	}
-	ok, err := p.rdb.SetNX(ctx, k.stock, st.Qty-pending, 0).Result()
-	if err != nil {
-		return false, fmt.Errorf("inventory: warm up %q: %w", sku, err)
-	}
-	return ok, nil
 }
 
 // WarmUpAll warms up every sku of the store and returns them.
@@ -210,16 +201,26 @@ func (p *Prededuct) Reconcile(ctx context.Context, sku string) (Report, error) {
 	r.Redis = true
 	r.RedisQty, err = p.rdb.Get(ctx, k.stock).Int64()
 	if errors.Is(err, redis.Nil) {
-		r.problem("not warmed up: %s missing", k.stock)
-		r.RedisQty = 0
+		r.RedisMissing, r.RedisQty = true, 0
 	} else if err != nil {
-		return r, fmt.Errorf("inventory: reconcile %q: %w", sku, err)
+		return r, unavailable(fmt.Errorf("inventory: reconcile %q: %w", sku, err))
 	}
 	if _, r.Pending, err = p.queued(ctx, sku); err != nil {
-		return r, err
+		return r, unavailable(err)
 	}
 	if r.DeadLetters, err = p.rdb.XLen(ctx, k.dead).Result(); err != nil {
-		return r, fmt.Errorf("inventory: reconcile %q: %w", sku, err)
+		return r, unavailable(fmt.Errorf("inventory: reconcile %q: %w", sku, err))
+	}
+	if r.RedisMissing {
+		// Not an undersale: Redis has no stock to compare (it lost its
+		// data, or the sku was never warmed up); the next order or the
+		// consumer warms it up from the database.
+		r.problem("redis has no stock for %s (%s missing: Redis lost its data, or the sku was never warmed up); "+
+			"it is warmed up from the database by the next order", sku, k.stock)
+		if r.DeadLetters > 0 {
+			r.problem("%d orders could not be persisted (dead letters, units returned)", r.DeadLetters)
+		}
+		return r, nil
 	}
 	diff := r.Qty - r.Pending - r.RedisQty
 	r.Undersold, r.RedisExcess = max(0, diff), max(0, -diff)

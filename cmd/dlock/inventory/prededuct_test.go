@@ -4,14 +4,17 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/dlockgo/dlock/cmd/dlock/inventory"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestPredeductConsumerKilled: a consumer process is killed (SIGKILL) in
@@ -118,40 +121,226 @@ func TestPredeductConsumerKilled(t *testing.T) {
 	}
 }
 
-// TestPredeductNotWarmedUp: a missing Redis stock key is a system error,
-// never "sold out"; an unknown sku is bad input; nothing is recorded.
-func TestPredeductNotWarmedUp(t *testing.T) {
+// TestPredeductWarmsUpOnDemand: a missing Redis stock key is never "sold
+// out": Buy warms the sku up from the database and sells; a key lost
+// mid-sale (the stream still holding orders not yet persisted) is warmed up
+// to the database's stock minus those orders; an unknown sku is bad input
+// and writes nothing.
+func TestPredeductWarmsUpOnDemand(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, "sqlite")
 	w.addSKU(t, "1001", 3)
 	s := w.strategy(t, "prededuct", inventory.Options{}).(*inventory.Prededuct)
 
-	res, err := s.Buy(ctx, "1001", 1, "alice", "r1")
-	if !errors.Is(err, inventory.ErrNotWarmedUp) || res.Outcome != inventory.Failed {
-		t.Fatalf("cold key: %+v %v, want Failed with ErrNotWarmedUp", res, err)
-	}
-	res, err = s.Buy(ctx, "nope", 1, "alice", "r2")
+	res, err := s.Buy(ctx, "nope", 1, "alice", "r2")
 	if !errors.Is(err, inventory.ErrUnknownSKU) || res.Outcome != inventory.Failed {
 		t.Fatalf("unknown sku: %+v %v, want ErrUnknownSKU", res, err)
 	}
 	if n := w.rdb.DBSize(ctx).Val(); n != 0 {
-		t.Fatalf("%d keys written by failed requests", n)
+		t.Fatalf("%d keys written by a failed request", n)
 	}
-
-	if ok, err := s.WarmUp(ctx, "1001"); !ok || err != nil {
-		t.Fatalf("warm up: %v %v", ok, err)
+	res, err = s.Buy(ctx, "1001", 1, "alice", "r1")
+	if err != nil || res.Outcome != inventory.Sold || res.Left != 2 {
+		t.Fatalf("cold key: %+v %v, want Sold with 2 left (warmed up on demand)", res, err)
 	}
 	if ok, _ := s.WarmUp(ctx, "1001"); ok {
 		t.Fatal("a second warm-up overwrote the stock key")
 	}
-	if res, err := s.Buy(ctx, "1001", 1, "alice", "r1"); err != nil || res.Outcome != inventory.Sold {
-		t.Fatalf("after warm-up: %+v %v", res, err)
-	}
-	if err := w.rdb.Del(ctx, s.StockKey("1001")).Err(); err != nil { // lost mid-sale
+	if err := w.rdb.Del(ctx, s.StockKey("1001")).Err(); err != nil { // lost mid-sale; r1 still queued
 		t.Fatal(err)
 	}
-	if res, err := s.Buy(ctx, "1001", 1, "bob", "r3"); !errors.Is(err, inventory.ErrNotWarmedUp) || res.Outcome == inventory.SoldOut {
-		t.Fatalf("key lost mid-sale: %+v %v, want ErrNotWarmedUp", res, err)
+	rep, err := s.Reconcile(ctx, "1001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.RedisMissing || rep.Undersold != 0 || rep.Pending != 1 || rep.Clean() {
+		t.Fatalf("reconcile with the key lost: %+v, want redis_missing, not undersold", rep)
+	}
+	if res, err := s.Buy(ctx, "1001", 1, "bob", "r3"); err != nil || res.Outcome != inventory.Sold || res.Left != 1 {
+		t.Fatalf("key lost mid-sale: %+v %v, want Sold with 1 left (3 in SQL - 1 queued - this one)", res, err)
+	}
+	if res, err := s.Buy(ctx, "1001", 2, "carol", "r4"); err != nil || res.Outcome != inventory.SoldOut {
+		t.Fatalf("2 of the last unit: %+v %v, want SoldOut", res, err)
+	}
+	if err := s.NewConsumer(inventory.ConsumerOptions{}).Drain(ctx, "1001"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = s.Reconcile(ctx, "1001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Clean() || rep.Orders != 2 || rep.Qty != 1 || rep.RedisQty != 1 {
+		t.Fatalf("reconcile: %s", rep)
+	}
+}
+
+// TestPredeductRedisRestartedEmpty: redis-server is killed and started empty
+// on the same port while serving. Reconcile says Redis lost its data (not
+// "undersold"); the next orders warm the stock up from the database and
+// sell the rest, across three replicas (each its own Redis client and
+// consumer), never more than the database holds.
+func TestPredeductRedisRestartedEmpty(t *testing.T) {
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			w := newWorld(t, kind)
+			w.addSKU(t, "1001", 10)
+			first := w.strategy(t, "prededuct", inventory.Options{}, "1001").(*inventory.Prededuct)
+			for i := range 4 {
+				if res, err := first.Buy(ctx, "1001", 1, "early", fmt.Sprint("early-", i)); res.Outcome != inventory.Sold {
+					t.Fatalf("before the restart: %+v %v", res, err)
+				}
+			}
+			if err := first.NewConsumer(inventory.ConsumerOptions{}).Drain(ctx, "1001"); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.srv.Restart(); err != nil { // SIGKILL, start again empty on the same port
+				t.Fatal(err)
+			}
+			if n, err := w.rdb.DBSize(ctx).Result(); err != nil || n != 0 {
+				t.Fatalf("redis after restart: %d keys, %v; want empty", n, err)
+			}
+			rep, err := first.Reconcile(ctx, "1001")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.RedisMissing || rep.Undersold != 0 || !strings.Contains(strings.Join(rep.Problems, ";"), "lost its data") {
+				t.Fatalf("reconcile after the loss: %+v, want redis_missing and no undersale", rep)
+			}
+
+			// Three replicas sell the 6 units left to 30 buyers while their
+			// consumers persist: the first orders warm the stock up again.
+			var reps []*inventory.Prededuct
+			cctx, stop := context.WithCancel(ctx)
+			var consumers sync.WaitGroup
+			defer func() { stop(); consumers.Wait() }()
+			for i := range 3 {
+				rdb := redis.NewClient(&redis.Options{Addr: w.srv.Addr()})
+				t.Cleanup(func() { rdb.Close() })
+				s, err := inventory.NewPrededuct(w.store, rdb, inventory.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				reps = append(reps, s)
+				c := s.NewConsumer(inventory.ConsumerOptions{Name: fmt.Sprint("c", i), Block: 50 * time.Millisecond})
+				consumers.Add(1)
+				go func() { defer consumers.Done(); _ = c.Run(cctx, "1001") }()
+			}
+			var mu sync.Mutex
+			outcomes := map[inventory.Outcome]int{}
+			var errs []error
+			var wg sync.WaitGroup
+			for i := range 30 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res, err := reps[i%3].Buy(ctx, "1001", 1, fmt.Sprint("b", i), fmt.Sprint("late-", i))
+					mu.Lock()
+					defer mu.Unlock()
+					outcomes[res.Outcome]++
+					if err != nil {
+						errs = append(errs, err)
+					}
+				}()
+			}
+			wg.Wait()
+			if outcomes[inventory.Sold] != 6 || outcomes[inventory.SoldOut] != 24 || len(errs) != 0 {
+				t.Fatalf("after the restart: %v, errors %v; want 6 sold and 24 sold out", outcomes, errs)
+			}
+			stop()
+			consumers.Wait()
+			if err := reps[0].NewConsumer(inventory.ConsumerOptions{ClaimIdle: 100 * time.Millisecond}).Drain(ctx, "1001"); err != nil {
+				t.Fatal(err)
+			}
+			rep, err = reps[0].Reconcile(ctx, "1001")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.Clean() || rep.Orders != 10 || rep.Qty != 0 || rep.RedisQty != 0 || rep.Oversold != 0 {
+				t.Fatalf("reconcile: %s", rep)
+			}
+		})
+	}
+}
+
+// TestPredeductRewarmWhilePersisting: the stock key vanishes while orders
+// are queued and consumers are persisting them; replicas warm it up again
+// concurrently with the buyers. The warm-up counts each queued order once
+// (in the database or in the stream): exactly the stock is sold.
+func TestPredeductRewarmWhilePersisting(t *testing.T) {
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			w := newWorld(t, kind)
+			const stock = 40
+			w.addSKU(t, "1001", stock)
+			var reps []*inventory.Prededuct
+			for range 3 {
+				rdb := redis.NewClient(&redis.Options{Addr: w.srv.Addr()})
+				t.Cleanup(func() { rdb.Close() })
+				s, err := inventory.NewPrededuct(w.store, rdb, inventory.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				reps = append(reps, s)
+			}
+			if _, err := reps[0].WarmUp(ctx, "1001"); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 15 { // queued, not yet persisted
+				if res, err := reps[0].Buy(ctx, "1001", 1, "early", fmt.Sprint("early-", i)); res.Outcome != inventory.Sold {
+					t.Fatalf("%+v %v", res, err)
+				}
+			}
+			cctx, stop := context.WithCancel(ctx)
+			var consumers sync.WaitGroup
+			defer func() { stop(); consumers.Wait() }()
+			for i, s := range reps {
+				c := s.NewConsumer(inventory.ConsumerOptions{Name: fmt.Sprint("c", i), Block: 20 * time.Millisecond, Batch: 1})
+				consumers.Add(1)
+				go func() { defer consumers.Done(); _ = c.Run(cctx, "1001") }()
+			}
+			if err := w.rdb.Del(ctx, reps[0].StockKey("1001")).Err(); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			sold := 15
+			var errs []error
+			var wg sync.WaitGroup
+			for i := range 60 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res, err := reps[i%3].Buy(ctx, "1001", 1, fmt.Sprint("b", i), fmt.Sprint("late-", i))
+					mu.Lock()
+					defer mu.Unlock()
+					if res.Outcome == inventory.Sold {
+						sold++
+					}
+					if err != nil {
+						errs = append(errs, err)
+					}
+				}()
+			}
+			wg.Wait()
+			stop()
+			consumers.Wait()
+			if len(errs) != 0 {
+				t.Fatalf("errors: %v", errs)
+			}
+			if err := reps[0].NewConsumer(inventory.ConsumerOptions{ClaimIdle: 100 * time.Millisecond}).Drain(ctx, "1001"); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := reps[0].Reconcile(ctx, "1001")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sold != stock || !rep.Clean() || rep.Orders != stock || rep.Qty != 0 || rep.RedisQty != 0 {
+				t.Fatalf("sold %d of %d; reconcile: %s", sold, stock, rep)
+			}
+		})
 	}
 }
 

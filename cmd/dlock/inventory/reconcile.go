@@ -19,23 +19,27 @@ import (
 // RedisQty + Pending = Qty. Undersold = Qty - Pending - RedisQty when
 // positive (taken in Redis, neither queued nor ordered: lost); RedisExcess
 // is the opposite (Redis could sell units SQL does not have).
+// RedisMissing: Redis has no stock key for the sku (it lost its data, or the
+// sku was never warmed up); Undersold and RedisExcess are then not computed,
+// and the next Buy warms the sku up from the database.
 // DeadLetters counts stream entries the consumer could not apply and
 // compensated (their units returned to Redis).
 type Report struct {
-	SKU         string   `json:"sku"`
-	Initial     int64    `json:"initial"`
-	Qty         int64    `json:"qty"`
-	Orders      int64    `json:"orders"`
-	Units       int64    `json:"units"`
-	Oversold    int64    `json:"oversold"`
-	Unaccounted int64    `json:"unaccounted"`
-	Redis       bool     `json:"redis"`
-	RedisQty    int64    `json:"redis_qty"`
-	Pending     int64    `json:"pending"`
-	Undersold   int64    `json:"undersold"`
-	RedisExcess int64    `json:"redis_excess"`
-	DeadLetters int64    `json:"dead_letters"`
-	Problems    []string `json:"problems,omitempty"`
+	SKU          string   `json:"sku"`
+	Initial      int64    `json:"initial"`
+	Qty          int64    `json:"qty"`
+	Orders       int64    `json:"orders"`
+	Units        int64    `json:"units"`
+	Oversold     int64    `json:"oversold"`
+	Unaccounted  int64    `json:"unaccounted"`
+	Redis        bool     `json:"redis"`
+	RedisQty     int64    `json:"redis_qty"`
+	RedisMissing bool     `json:"redis_missing,omitempty"`
+	Pending      int64    `json:"pending"`
+	Undersold    int64    `json:"undersold"`
+	RedisExcess  int64    `json:"redis_excess"`
+	DeadLetters  int64    `json:"dead_letters"`
+	Problems     []string `json:"problems,omitempty"`
 }
 
 // Clean reports whether the books balance and nothing is pending.

@@ -91,6 +91,9 @@ type sqlDB interface {
 type dialect struct {
 	now string // the current time
 	age string // seconds since created_at
+	// forShare ends a SELECT that locks its rows against writers until the
+	// transaction ends ("": the transaction itself excludes writers).
+	forShare string
 }
 
 // Common statements, the same on both databases.

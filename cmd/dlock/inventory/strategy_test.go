@@ -174,6 +174,14 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"a{b}", 1, "alice", "r", inventory.ErrInvalidInput},
 		{strings.Repeat("s", inventory.MaxSKULen+1), 1, "alice", "r", inventory.ErrInvalidInput},
 		{"nope", 1, "alice", "r", inventory.ErrUnknownSKU},
+		// Text PostgreSQL cannot store (NUL: SQLSTATE 22021) or that is not
+		// text at all is bad input on every store, not a database error.
+		{"1001", 1, "\x00bob", "r", inventory.ErrInvalidInput},
+		{"1001", 1, "alice", "r\x00", inventory.ErrInvalidInput},
+		{"1001", 1, "bo\xffb", "r", inventory.ErrInvalidInput},
+		{"1001", 1, "alice", "\xc3\x28", inventory.ErrInvalidInput},
+		{"1001", 1, "ali\x1bce", "r", inventory.ErrInvalidInput},
+		{"1001", 1, "alice", "r\u0085", inventory.ErrInvalidInput},
 	}
 	for _, kind := range kinds {
 		for _, name := range inventory.Names {
