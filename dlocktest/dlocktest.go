@@ -1,0 +1,631 @@
+// Package dlocktest is the conformance suite every dlock backend passes: the
+// same behaviour, checked the same way, on Redis, etcd and ZooKeeper (and
+// on a backend of your own). A backend's test calls Run with a Backend
+// that makes clients on a real server:
+//
+//	func TestConformance(t *testing.T) {
+//		dlocktest.Run(t, dlocktest.Backend{NewClient: ..., Renewal: 2 * time.Second})
+//	}
+//
+// The suite checks mutual exclusion with an overlap witness, fencing tokens
+// that increase with every grant, waiting, cancellation, reentrancy, the
+// lost-lock signal (lease expiry, a lock removed behind its holder's back,
+// a closed client), read-write and semaphore limits, and bad input.
+package dlocktest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/internal/witness"
+)
+
+// Backend is what the suite needs of a backend under test.
+type Backend struct {
+	// NewClient returns a new client of the backend, as another process
+	// would have its own, connected to the server under test; it closes
+	// the client at t's cleanup. Leases kept by renewals (no LeaseTime)
+	// must be granted for at most Renewal.
+	NewClient func(t testing.TB) Client
+	// Renewal is how long a renewed grant lasts without a renewal: the
+	// suite holds a lock for longer to see it renewed.
+	Renewal time.Duration
+	// Lease is a fixed lease (LeaseTime) the backend honours precisely
+	// enough for the suite to wait it out; 0: the backend has no fixed
+	// leases and those tests are skipped.
+	Lease time.Duration
+	// Steal removes every trace of name's lock in the store behind its
+	// holders' backs (an operator's force unlock); nil skips those tests.
+	Steal func(t testing.TB, name string)
+}
+
+// Client is one client of a backend: its lockers by shape. A nil field is a
+// shape the backend does not have (its tests are skipped).
+type Client struct {
+	Mutex     func(name string) dlock.Locker // not reentrant
+	Lock      func(name string) dlock.Locker // reentrant
+	Read      func(name string) dlock.Locker // the read side of a read-write lock
+	Write     func(name string) dlock.Locker // its write side
+	Semaphore func(name string, permits int) dlock.Locker
+	Close     func() error
+}
+
+// Run runs the whole suite, each part a subtest.
+func Run(t *testing.T, b Backend) {
+	s := &suite{b: b}
+	t.Run("BadInput", s.badInput)
+	for _, sh := range s.exclusive() {
+		t.Run("MutualExclusion/"+sh.name, func(t *testing.T) { s.mutualExclusion(t, sh) })
+		t.Run("TryAndWait/"+sh.name, func(t *testing.T) { s.tryAndWait(t, sh) })
+		t.Run("HandOff/"+sh.name, func(t *testing.T) { s.handOff(t, sh) })
+		t.Run("CancelWhileWaiting/"+sh.name, func(t *testing.T) { s.cancelWhileWaiting(t, sh) })
+		t.Run("UnlockTwice/"+sh.name, func(t *testing.T) { s.unlockTwice(t, sh) })
+		t.Run("Renewal/"+sh.name, func(t *testing.T) { s.renewal(t, sh) })
+		t.Run("LeaseExpires/"+sh.name, func(t *testing.T) { s.leaseExpires(t, sh) })
+		t.Run("Stolen/"+sh.name, func(t *testing.T) { s.stolen(t, sh) })
+		t.Run("Close/"+sh.name, func(t *testing.T) { s.close(t, sh) })
+	}
+	t.Run("Reentrant", s.reentrant)
+	t.Run("MutexNotReentrant", s.mutexNotReentrant)
+	t.Run("ReadWrite", s.readWrite)
+	t.Run("Semaphore", s.semaphore)
+	t.Run("Do", s.do)
+}
+
+type suite struct{ b Backend }
+
+// shape is one exclusive lock shape of a client.
+type shape struct {
+	name string
+	get  func(c Client) func(string) dlock.Locker
+}
+
+func (s *suite) exclusive() []shape {
+	return []shape{
+		{"mutex", func(c Client) func(string) dlock.Locker { return c.Mutex }},
+		{"lock", func(c Client) func(string) dlock.Locker { return c.Lock }},
+		{"write", func(c Client) func(string) dlock.Locker { return c.Write }},
+	}
+}
+
+// lockers returns n clients' lockers of shape sh, skipping t if the backend
+// lacks the shape.
+func (s *suite) lockers(t *testing.T, sh shape, n int) []func(string) dlock.Locker {
+	t.Helper()
+	out := make([]func(string) dlock.Locker, n)
+	for i := range out {
+		f := sh.get(s.b.NewClient(t))
+		if f == nil {
+			t.Skipf("the backend has no %s", sh.name)
+		}
+		out[i] = f
+	}
+	return out
+}
+
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+var nameSeq struct {
+	sync.Mutex
+	n int
+}
+
+// name returns a lock name of its own for t (tests may share a server).
+func name(t *testing.T) string {
+	nameSeq.Lock()
+	defer nameSeq.Unlock()
+	nameSeq.n++
+	r := strings.NewReplacer("/", ".", " ", "_")
+	return "dlocktest." + r.Replace(t.Name()) + "." + time.Now().Format("150405.000000") + "." + string(rune('a'+nameSeq.n%26))
+}
+
+func acquire(t *testing.T, ctx context.Context, l dlock.Locker, opts ...dlock.Option) *dlock.Lease {
+	t.Helper()
+	lease, err := l.Acquire(ctx, opts...)
+	if err != nil {
+		t.Fatalf("acquire %s: %v", l.Name(), err)
+	}
+	return lease
+}
+
+func unlock(t *testing.T, l *dlock.Lease) {
+	t.Helper()
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatalf("unlock %s: %v", l.Name(), err)
+	}
+}
+
+func (s *suite) badInput(t *testing.T) {
+	c := s.b.NewClient(t)
+	ctx := testCtx(t, 10*time.Second)
+	for _, n := range []string{"", strings.Repeat("x", dlock.MaxNameLen+1)} {
+		if _, err := c.Mutex(n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrInvalidName) {
+			t.Errorf("name of %d bytes: %v, want ErrInvalidName", len(n), err)
+		}
+	}
+	n := name(t)
+	for _, o := range []dlock.Option{dlock.LeaseTime(0), dlock.LeaseTime(-time.Second), dlock.Wait(-time.Second)} {
+		if _, err := c.Mutex(n).Acquire(ctx, o); !errors.Is(err, dlock.ErrInvalidDuration) {
+			t.Errorf("bad duration: %v, want ErrInvalidDuration", err)
+		}
+	}
+	// Nothing was taken: another client gets the lock at once.
+	l := acquire(t, ctx, s.b.NewClient(t).Mutex(n), dlock.Wait(0))
+	unlock(t, l)
+	var nilLease *dlock.Lease
+	if err := nilLease.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Errorf("nil lease Unlock: %v, want ErrNotHeld", err)
+	}
+	if err := dlock.Do(ctx, nil, nil); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("Do(nil): %v, want ErrInvalidArgument", err)
+	}
+}
+
+// mutualExclusion runs 3 clients × 3 goroutines on one name: no two holders
+// overlap, and every grant's token is greater than the one before it.
+func (s *suite) mutualExclusion(t *testing.T, sh shape) {
+	ls := s.lockers(t, sh, 3)
+	n := name(t)
+	ctx := testCtx(t, 60*time.Second)
+	var w witness.Witness
+	var mu sync.Mutex
+	var tokens []int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 9)
+	for _, get := range ls {
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 8 {
+					l, err := get(n).Acquire(ctx)
+					if err != nil {
+						errs <- err
+						return
+					}
+					w.Enter(n)
+					mu.Lock()
+					tokens = append(tokens, l.Token())
+					mu.Unlock()
+					time.Sleep(time.Millisecond)
+					w.Exit(n)
+					if err := l.Unlock(ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if o := w.Overlaps(); o != 0 {
+		t.Fatalf("%d overlaps in %d entries", o, w.Entries())
+	}
+	if w.Entries() != 72 {
+		t.Fatalf("%d entries, want 72", w.Entries())
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("grant %d has token %d after %d: tokens must increase", i, tokens[i], tokens[i-1])
+		}
+	}
+}
+
+func (s *suite) tryAndWait(t *testing.T, sh shape) {
+	ls := s.lockers(t, sh, 2)
+	n := name(t)
+	ctx := testCtx(t, 30*time.Second)
+	held := acquire(t, ctx, ls[0](n))
+	defer unlock(t, held)
+
+	if _, err := ls[1](n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("Wait(0) on a held lock: %v, want ErrNotAcquired", err)
+	}
+	start := time.Now()
+	if _, err := ls[1](n).Acquire(ctx, dlock.Wait(300*time.Millisecond)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("Wait(300ms) on a held lock: %v, want ErrNotAcquired", err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Fatalf("Wait(300ms) gave up after %v", d)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := ls[1](n).Acquire(wctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ctx deadline while waiting: %v, want context.DeadlineExceeded", err)
+	}
+	if err := held.Err(); err != nil {
+		t.Fatalf("holder lost its lock to failed attempts: %v", err)
+	}
+}
+
+func (s *suite) handOff(t *testing.T, sh shape) {
+	ls := s.lockers(t, sh, 2)
+	n := name(t)
+	ctx := testCtx(t, 30*time.Second)
+	first := acquire(t, ctx, ls[0](n))
+	got := make(chan *dlock.Lease, 1)
+	go func() {
+		l, err := ls[1](n).Acquire(ctx, dlock.Wait(20*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	select {
+	case l := <-got:
+		t.Fatalf("second holder got the lock while the first held it (%v)", l)
+	case <-time.After(200 * time.Millisecond):
+	}
+	released := time.Now()
+	unlock(t, first)
+	second := <-got
+	if second == nil {
+		return
+	}
+	defer unlock(t, second)
+	if d := time.Since(released); d > 5*time.Second {
+		t.Errorf("hand-off took %v", d)
+	}
+	if second.Token() <= first.Token() {
+		t.Errorf("second token %d not above first %d", second.Token(), first.Token())
+	}
+}
+
+// cancelWhileWaiting: a waiter that gives up leaves no trace that delays the
+// next one.
+func (s *suite) cancelWhileWaiting(t *testing.T, sh shape) {
+	ls := s.lockers(t, sh, 3)
+	n := name(t)
+	ctx := testCtx(t, 30*time.Second)
+	held := acquire(t, ctx, ls[0](n))
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := ls[1](n).Acquire(wctx)
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled waiter: %v, want context.Canceled", err)
+	}
+	unlock(t, held)
+	start := time.Now()
+	l := acquire(t, ctx, ls[2](n), dlock.Wait(10*time.Second))
+	defer unlock(t, l)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("the next client waited %v after a cancelled waiter", d)
+	}
+}
+
+func (s *suite) unlockTwice(t *testing.T, sh shape) {
+	ls := s.lockers(t, sh, 1)
+	ctx := testCtx(t, 10*time.Second)
+	l := acquire(t, ctx, ls[0](name(t)))
+	unlock(t, l)
+	if err := l.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("second Unlock: %v, want ErrNotHeld", err)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("Err after a clean Unlock: %v, want nil", err)
+	}
+	if err := l.Verify(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Verify after Unlock: %v, want ErrNotHeld", err)
+	}
+}
+
+// renewal: a lock held without a fixed lease outlives its TTL.
+func (s *suite) renewal(t *testing.T, sh shape) {
+	ls := s.lockers(t, sh, 2)
+	n := name(t)
+	ctx := testCtx(t, s.b.Renewal*4+30*time.Second)
+	l := acquire(t, ctx, ls[0](n))
+	select {
+	case <-l.Done():
+		t.Fatalf("lost while renewed: %v", l.Err())
+	case <-time.After(s.b.Renewal * 5 / 2):
+	}
+	if err := l.Verify(ctx); err != nil {
+		t.Fatalf("Verify after %v: %v", s.b.Renewal*5/2, err)
+	}
+	if _, err := ls[1](n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("another client got a renewed lock: %v", err)
+	}
+	unlock(t, l)
+}
+
+// leaseExpires: a fixed lease ends on its own; the holder is told before
+// anyone else is granted the lock.
+func (s *suite) leaseExpires(t *testing.T, sh shape) {
+	if s.b.Lease == 0 {
+		t.Skip("the backend has no fixed leases")
+	}
+	ls := s.lockers(t, sh, 2)
+	n := name(t)
+	ctx := testCtx(t, s.b.Lease*4+30*time.Second)
+	a := acquire(t, ctx, ls[0](n), dlock.LeaseTime(s.b.Lease))
+	var told time.Time
+	toldCh := make(chan struct{})
+	go func() {
+		<-a.Done()
+		told = time.Now()
+		close(toldCh)
+	}()
+	b := acquire(t, ctx, ls[1](n), dlock.Wait(s.b.Lease*3+10*time.Second))
+	granted := time.Now()
+	defer unlock(t, b)
+	select {
+	case <-toldCh:
+	case <-time.After(time.Second):
+		t.Fatal("the first holder was never told its lease ran out")
+	}
+	if told.After(granted) {
+		t.Fatalf("first holder told at %v, after the second was granted at %v", told, granted)
+	}
+	if err := a.Err(); !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("Err: %v, want ErrLockLost", err)
+	}
+	if err := context.Cause(a.Context()); !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("context cause: %v, want ErrLockLost", err)
+	}
+	if err := a.Unlock(ctx); !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("Unlock of an expired lease: %v, want ErrLockLost", err)
+	}
+	if b.Token() <= a.Token() {
+		t.Fatalf("token %d after %d", b.Token(), a.Token())
+	}
+}
+
+// stolen: a lock removed behind its holder's back is reported lost by
+// Verify, and Unlock says so.
+func (s *suite) stolen(t *testing.T, sh shape) {
+	if s.b.Steal == nil {
+		t.Skip("the backend cannot remove a lock behind its holder's back")
+	}
+	ls := s.lockers(t, sh, 1)
+	n := name(t)
+	ctx := testCtx(t, 20*time.Second)
+	l := acquire(t, ctx, ls[0](n))
+	s.b.Steal(t, n)
+	if err := l.Verify(ctx); !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("Verify of a stolen lock: %v, want ErrLockLost", err)
+	}
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("Done not closed after Verify found the lock gone")
+	}
+	if err := l.Unlock(ctx); !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("Unlock of a stolen lock: %v, want ErrLockLost", err)
+	}
+}
+
+// close: closing a client loses its leases and refuses new acquisitions;
+// its locks are free for others.
+func (s *suite) close(t *testing.T, sh shape) {
+	c := s.b.NewClient(t)
+	get := sh.get(c)
+	if get == nil {
+		t.Skipf("the backend has no %s", sh.name)
+	}
+	n := name(t)
+	ctx := testCtx(t, 20*time.Second)
+	l := acquire(t, ctx, get(n))
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case <-l.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a lease of a closed client is not lost")
+	}
+	if err := l.Err(); !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("Err after Close: %v, want ErrLockLost", err)
+	}
+	if _, err := get(n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrClosed) {
+		t.Fatalf("Acquire on a closed client: %v, want ErrClosed", err)
+	}
+	other := acquire(t, ctx, sh.get(s.b.NewClient(t))(n), dlock.Wait(10*time.Second))
+	unlock(t, other)
+}
+
+func (s *suite) reentrant(t *testing.T) {
+	ls := s.lockers(t, s.exclusive()[1], 2)
+	n := name(t)
+	ctx := testCtx(t, 20*time.Second)
+	outer := acquire(t, ctx, ls[0](n))
+	inner := acquire(t, outer.Context(), ls[0](n), dlock.Wait(0))
+	if inner.Token() != outer.Token() {
+		t.Fatalf("re-entry token %d, outer %d", inner.Token(), outer.Token())
+	}
+	if _, err := ls[1](n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("another owner got a held Lock: %v", err)
+	}
+	unlock(t, inner)
+	if _, err := ls[1](n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("the Lock was free after one of two unlocks: %v", err)
+	}
+	if err := outer.Verify(ctx); err != nil {
+		t.Fatalf("outer after the inner unlock: %v", err)
+	}
+	unlock(t, outer)
+	l := acquire(t, ctx, ls[1](n), dlock.Wait(5*time.Second))
+	unlock(t, l)
+}
+
+func (s *suite) mutexNotReentrant(t *testing.T) {
+	ls := s.lockers(t, s.exclusive()[0], 1)
+	n := name(t)
+	ctx := testCtx(t, 10*time.Second)
+	l := acquire(t, ctx, ls[0](n))
+	defer unlock(t, l)
+	if _, err := ls[0](n).Acquire(l.Context(), dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("a Mutex re-entered: %v, want ErrNotAcquired", err)
+	}
+}
+
+func (s *suite) readWrite(t *testing.T) {
+	a, b := s.b.NewClient(t), s.b.NewClient(t)
+	if a.Read == nil || a.Write == nil {
+		t.Skip("the backend has no read-write lock")
+	}
+	n := name(t)
+	ctx := testCtx(t, 20*time.Second)
+	r1 := acquire(t, ctx, a.Read(n), dlock.Wait(0))
+	r2 := acquire(t, ctx, b.Read(n), dlock.Wait(0))
+	if _, err := b.Write(n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("a writer got in beside readers: %v", err)
+	}
+	unlock(t, r1)
+	unlock(t, r2)
+	w := acquire(t, ctx, b.Write(n), dlock.Wait(5*time.Second))
+	if _, err := a.Read(n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("a reader got in beside a writer: %v", err)
+	}
+	unlock(t, w)
+	r := acquire(t, ctx, a.Read(n), dlock.Wait(5*time.Second))
+	unlock(t, r)
+
+	// Readers and writers at once: writers alone, readers together.
+	var wit witness.Witness
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		c := a
+		if i%2 == 1 {
+			c = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				write := i%4 == 0
+				lk := c.Read(n)
+				if write {
+					lk = c.Write(n)
+				}
+				l, err := lk.Acquire(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if write {
+					wit.Enter(n)
+				} else {
+					wit.EnterShared(n)
+				}
+				time.Sleep(time.Millisecond)
+				if write {
+					wit.Exit(n)
+				} else {
+					wit.ExitShared(n)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if o := wit.Overlaps(); o != 0 {
+		t.Fatalf("%d overlaps of a writer with another holder", o)
+	}
+}
+
+func (s *suite) semaphore(t *testing.T) {
+	a, b := s.b.NewClient(t), s.b.NewClient(t)
+	if a.Semaphore == nil {
+		t.Skip("the backend has no semaphore")
+	}
+	n := name(t)
+	ctx := testCtx(t, 30*time.Second)
+	p1 := acquire(t, ctx, a.Semaphore(n, 2), dlock.Wait(0))
+	p2 := acquire(t, ctx, b.Semaphore(n, 2), dlock.Wait(0))
+	if _, err := a.Semaphore(n, 2).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("a third permit of two: %v", err)
+	}
+	unlock(t, p1)
+	p3 := acquire(t, ctx, a.Semaphore(n, 2), dlock.Wait(5*time.Second))
+	unlock(t, p2)
+	unlock(t, p3)
+
+	var inside, most int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for i := range 6 {
+		c := a
+		if i%2 == 1 {
+			c = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 4 {
+				l, err := c.Semaphore(n, 2).Acquire(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				inside++
+				most = max(most, inside)
+				mu.Unlock()
+				time.Sleep(2 * time.Millisecond)
+				mu.Lock()
+				inside--
+				mu.Unlock()
+				if err := l.Unlock(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if most > 2 {
+		t.Fatalf("%d holders of a 2-permit semaphore at once", most)
+	}
+}
+
+func (s *suite) do(t *testing.T) {
+	a, b := s.b.NewClient(t), s.b.NewClient(t)
+	n := name(t)
+	ctx := testCtx(t, 20*time.Second)
+	boom := errors.New("boom")
+	ran := false
+	err := dlock.Do(ctx, a.Mutex(n), func(ctx context.Context, l *dlock.Lease) error {
+		ran = true
+		if _, err := b.Mutex(n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Errorf("another client got the lock inside Do: %v", err)
+		}
+		return boom
+	})
+	if !ran || !errors.Is(err, boom) {
+		t.Fatalf("Do: ran %v, err %v; want the section's error", ran, err)
+	}
+	l := acquire(t, ctx, b.Mutex(n), dlock.Wait(5*time.Second))
+	unlock(t, l)
+}
