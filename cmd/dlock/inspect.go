@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
@@ -19,6 +20,10 @@ import (
 // --redis: the local default, as redis-cli assumes.
 const defaultAdminRedis = "redis://127.0.0.1:6379/0"
 
+// adminExitCodes is the exit-code paragraph of inspect's and unlock's help.
+const adminExitCodes = "Exit codes: 0 done; 1 a runtime failure (Redis unreachable or failing, unlock not\n" +
+	"confirmed); 2 bad input (unknown flag, bad --redis URL or --prefix, invalid lock name, wrong arguments)."
+
 // adminFlags are the flags of the operator commands (inspect, unlock).
 type adminFlags struct {
 	redis   string
@@ -31,23 +36,25 @@ func (f *adminFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.redis, "redis", defaultAdminRedis, "Redis URL (redis:// or rediss://host:port/db)")
 	c.Flags().BoolVar(&f.cluster, "cluster", false, "the URL names a Redis Cluster node (more seeds: ?addr=host:port&addr=...)")
 	c.Flags().StringVar(&f.prefix, "prefix", dl.DefaultPrefix, "key prefix of the locks (dl.WithPrefix)")
-	c.Flags().BoolVar(&f.json, "json", false, "print JSON (durations in nanoseconds, times in RFC 3339)")
+	c.Flags().BoolVar(&f.json, "json", false, "print JSON: snake_case keys, durations in ms (ttl_ms; -1: no TTL), times in RFC 3339, [] when empty")
 }
 
-// open connects to the server: a bad URL or an unreachable server is a
-// usage error (exit 2). The caller closes both.
+// open connects to the server: a bad URL or prefix is a usage error (exit
+// 2), an unreachable server a runtime failure (exit 1). The caller closes
+// both.
 func (f *adminFlags) open(ctx context.Context) (*dl.Client, redis.UniversalClient, error) {
+	redis.SetLogger(quietLogger{}) // the error below says it once; go-redis would log every dial
 	var rdb redis.UniversalClient
 	if f.cluster {
 		o, err := redis.ParseClusterURL(f.redis)
 		if err != nil {
-			return nil, nil, usagef("--redis %q: %v", f.redis, err)
+			return nil, nil, usagef("--redis %q: %v", redactURL(f.redis), err)
 		}
 		rdb = redis.NewClusterClient(o)
 	} else {
 		o, err := redis.ParseURL(f.redis)
 		if err != nil {
-			return nil, nil, usagef("--redis %q: %v", f.redis, err)
+			return nil, nil, usagef("--redis %q: %v", redactURL(f.redis), err)
 		}
 		rdb = redis.NewClient(o)
 	}
@@ -55,7 +62,7 @@ func (f *adminFlags) open(ctx context.Context) (*dl.Client, redis.UniversalClien
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, nil, usagef("--redis %s: unreachable: %v", f.redis, err)
+		return nil, nil, fmt.Errorf("redis %s: unreachable: %w", redactURL(f.redis), err)
 	}
 	c, err := dl.New(rdb, dl.WithPrefix(f.prefix))
 	if err != nil {
@@ -76,7 +83,7 @@ func newInspectCmd() *cobra.Command {
 			"fencing token), the remaining TTL, the last fencing token granted, and whatever else the lock\n" +
 			"keeps (queues, readers, permits).\n\n" +
 			"inspect --pattern GLOB lists the held locks whose names match, oldest first, so a stuck\n" +
-			"holder stands out. It uses SCAN, never KEYS (on a cluster: every master).",
+			"holder stands out. It uses SCAN, never KEYS (on a cluster: every master).\n\n" + adminExitCodes,
 		Example: "  dlock inspect stock:1001 --redis redis://10.0.0.5:6379/0\n" +
 			"  dlock inspect --pattern 'stock:*' --limit 20\n" +
 			"  dlock inspect --pattern '*' --json | jq '.[0]'",
@@ -114,6 +121,9 @@ func newInspectCmd() *cobra.Command {
 				return nil
 			}
 			info, err := client.Inspect(c.Context(), args[0])
+			if errors.Is(err, dl.ErrInvalidName) {
+				return usageError{err}
+			}
 			if err != nil {
 				return err
 			}
@@ -130,10 +140,11 @@ func newInspectCmd() *cobra.Command {
 	return c
 }
 
+// writeJSON writes v as inspect and unlock print it (see jsonView).
 func writeJSON(w io.Writer, v any) error {
 	e := json.NewEncoder(w)
 	e.SetIndent("", "  ")
-	return e.Encode(v)
+	return e.Encode(jsonView(reflect.ValueOf(v)))
 }
 
 // The fields of dl.Info that printInfo lays out itself; any other field

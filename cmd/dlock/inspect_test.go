@@ -67,17 +67,17 @@ func TestInspectHolder(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%s --json: exit %d: %s", tc.name, code, stderr)
 		}
-		var info dl.Info
+		var info infoJSON
 		if err := json.Unmarshal([]byte(out), &info); err != nil {
 			t.Fatalf("%s --json: %v\n%s", tc.name, err, out)
 		}
-		if !info.Held || info.Shape != tc.shape || len(info.Holders) != 1 {
+		if !info.Held || info.Shape != tc.shape || len(info.Holders) != 1 || info.Name != tc.name {
 			t.Fatalf("%s --json: %+v", tc.name, info)
 		}
 		h := info.Holders[0]
 		if h.Fence != tc.token || h.Count != tc.count || h.Label != "cli-test" || h.PID != os.Getpid() || h.Host != host ||
-			info.TTL <= 0 || info.LastFence != tc.token {
-			t.Fatalf("%s --json: holder %+v ttl %v last %d; want token %d count %d", tc.name, h, info.TTL, info.LastFence, tc.token, tc.count)
+			info.TTLMS <= 0 || info.LastFence != tc.token || h.TTLMS <= 0 || time.Since(h.Since) > time.Minute {
+			t.Fatalf("%s --json: holder %+v ttl %d ms last %d; want token %d count %d", tc.name, h, info.TTLMS, info.LastFence, tc.token, tc.count)
 		}
 	}
 
@@ -115,7 +115,7 @@ func TestInspectPattern(t *testing.T) {
 	}
 
 	code, out, _ = dlock(t, "inspect", "--pattern", "stock:*", "--limit", "1", "--json", "--redis", url)
-	var infos []dl.Info
+	var infos []infoJSON
 	if err := json.Unmarshal([]byte(out), &infos); code != 0 || err != nil {
 		t.Fatalf("exit %d, %v:\n%s", code, err, out)
 	}
@@ -198,12 +198,17 @@ func TestInspectBadInput(t *testing.T) {
 		{"inspect", "a", "b", "--redis", url},
 		{"inspect", "a", "--pattern", "x*", "--redis", url},
 		{"inspect", "--pattern", "x*", "--limit", "-1", "--redis", url},
-		{"inspect", "a", "--redis", "redis://127.0.0.1:1/0"},
 		{"inspect", "a", "--redis", "not a url"},
+		{"inspect", "", "--redis", url},
+		{"inspect", "--prefix", "bad{", "--pattern", "x*", "--redis", url},
 		{"inspect", "a", "--prefix", "bad{", "--redis", url},
 		{"unlock", "a", "--redis", url},
 		{"unlock", "--force", "--redis", url},
 		{"unlock", "--force", "", "--redis", url},
+		{"unlock", "--force", "a", "--yes", "--redis", "not a url"},
+		{"unlock", "--force", "a", "--yes", "--prefix", "bad{", "--redis", url},
+		{"inspect", "a", "--redis", url, "--nosuchflag"},
+		{"unlock", "--force", "a", "--redis", url, "--nosuchflag"},
 	} {
 		code, _, stderr := dlock(t, args...)
 		if code != 2 {
@@ -220,13 +225,13 @@ func TestInspectBadInput(t *testing.T) {
 func TestInspectShapes(t *testing.T) {
 	url, c := lockServer(t)
 	ctx := context.Background()
-	inspect := func(name string) dl.Info {
+	inspect := func(name string) infoJSON {
 		t.Helper()
 		code, out, stderr := dlock(t, "inspect", name, "--json", "--redis", url)
 		if code != 0 {
 			t.Fatalf("inspect %s: exit %d: %s", name, code, stderr)
 		}
-		var info dl.Info
+		var info infoJSON
 		if err := json.Unmarshal([]byte(out), &info); err != nil {
 			t.Fatalf("inspect %s: %v\n%s", name, err, out)
 		}
@@ -247,7 +252,7 @@ func TestInspectShapes(t *testing.T) {
 		waited <- err
 	}()
 	deadline := time.Now().Add(10 * time.Second)
-	var info dl.Info
+	var info infoJSON
 	for info = inspect("fair:1"); len(info.Queue) == 0; info = inspect("fair:1") {
 		if time.Now().After(deadline) {
 			t.Fatalf("the waiter never showed in the queue: %+v", info)
@@ -255,7 +260,7 @@ func TestInspectShapes(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if len(info.Holders) != 1 || info.Holders[0].Fence != holder.Token() || len(info.Queue) != 1 ||
-		info.Queue[0].Label != "cli-test" || info.Queue[0].PID != os.Getpid() || info.Queue[0].Deadline <= 0 {
+		info.Queue[0].Label != "cli-test" || info.Queue[0].PID != os.Getpid() || info.Queue[0].DeadlineMS <= 0 {
 		t.Fatalf("fair lock: %+v; want holder token %d and one waiter with a deadline", info, holder.Token())
 	}
 	code, out, _ := dlock(t, "inspect", "fair:1", "--redis", url)
@@ -294,6 +299,111 @@ func TestInspectShapes(t *testing.T) {
 	for _, l := range append(readers, permits...) {
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// infoJSON is inspect --json's documented output (snake_case keys,
+// durations in ms), decoded without the library's types.
+type infoJSON struct {
+	Name      string `json:"name"`
+	Shape     string `json:"shape"`
+	Held      bool   `json:"held"`
+	TTLMS     int64  `json:"ttl_ms"`
+	LastFence int64  `json:"last_fence"`
+	Holders   []struct {
+		ID    string    `json:"id"`
+		Host  string    `json:"host"`
+		PID   int       `json:"pid"`
+		Label string    `json:"label"`
+		Since time.Time `json:"since"`
+		Count int       `json:"count"`
+		Fence int64     `json:"fence"`
+		Mode  string    `json:"mode"`
+		TTLMS int64     `json:"ttl_ms"`
+	} `json:"holders"`
+	Queue []struct {
+		PID        int    `json:"pid"`
+		Label      string `json:"label"`
+		DeadlineMS int64  `json:"deadline_ms"`
+	} `json:"queue"`
+	Permits int `json:"permits"`
+}
+
+// inspect --json: snake_case keys like serve and seckill, no PascalCase
+// key, and [] (never null) for no holders and no matching locks.
+func TestInspectJSONKeys(t *testing.T) {
+	url, c := lockServer(t)
+	if _, err := c.Mutex("k:1").Acquire(context.Background(), dl.LeaseTime(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := dlock(t, "inspect", "k:1", "--json", "--redis", url)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &raw); err != nil {
+		t.Fatalf("not a JSON object: %v\n%s", err, out)
+	}
+	for _, k := range []string{"name", "shape", "held", "holders", "ttl_ms", "last_fence", "queue", "permits"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("key %q missing:\n%s", k, out)
+		}
+	}
+	if string(raw["queue"]) != "[]" {
+		t.Errorf("queue = %s, want []", raw["queue"])
+	}
+	if m := regexp.MustCompile(`"[A-Z]\w*":`).FindString(out); m != "" {
+		t.Errorf("PascalCase key %s:\n%s", m, out)
+	}
+	if !regexp.MustCompile(`(?m)^\s+"ttl_ms": \d+,$`).MatchString(out) {
+		t.Errorf("ttl_ms is not a whole number of ms:\n%s", out)
+	}
+
+	for _, args := range [][]string{{"inspect", "free:1"}, {"inspect", "--pattern", "none:*"}} {
+		code, out, stderr := dlock(t, append(args, "--json", "--redis", url)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		if strings.Contains(out, "null") {
+			t.Errorf("%v: null in the output:\n%s", args, out)
+		}
+	}
+	_, out, _ = dlock(t, "inspect", "--pattern", "none:*", "--json", "--redis", url)
+	if strings.TrimSpace(out) != "[]" {
+		t.Errorf("no match --json = %q, want []", out)
+	}
+	_, out, _ = dlock(t, "inspect", "free:1", "--json", "--redis", url)
+	if err := json.Unmarshal([]byte(out), &raw); err != nil || string(raw["holders"]) != "[]" || string(raw["held"]) != "false" {
+		t.Errorf("free lock --json: holders %s held %s (%v):\n%s", raw["holders"], raw["held"], err, out)
+	}
+}
+
+// The same bad input gives inspect and unlock the same exit code: 2 for
+// bad input, 1 for a runtime failure (Redis unreachable).
+func TestInspectUnlockExitCodes(t *testing.T) {
+	url, _ := lockServer(t)
+	down := "redis://127.0.0.1:1/0"
+	for _, tc := range []struct {
+		why  string
+		code int
+		tail []string
+	}{
+		{"invalid name", exitUsage, []string{"", "--redis", url}},
+		{"bad URL", exitUsage, []string{"a", "--redis", "not a url"}},
+		{"bad prefix", exitUsage, []string{"a", "--prefix", "bad{", "--redis", url}},
+		{"unknown flag", exitUsage, []string{"a", "--redis", url, "--nosuch"}},
+		{"redis down", exitError, []string{"a", "--redis", down}},
+	} {
+		for _, head := range [][]string{{"inspect"}, {"unlock", "--force", "--yes"}} {
+			args := append(append([]string(nil), head...), tc.tail...)
+			code, _, stderr := dlock(t, args...)
+			if code != tc.code {
+				t.Errorf("%s: %v: exit %d, want %d (stderr %q)", tc.why, args, code, tc.code, stderr)
+			}
+			if strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+				t.Errorf("%s: %v: want a one-line error, got %q", tc.why, args, stderr)
+			}
 		}
 	}
 }

@@ -19,8 +19,8 @@ import (
 // Exit codes.
 const (
 	exitOK    = 0
-	exitError = 1 // the command ran and failed
-	exitUsage = 2 // bad flags or arguments, unreachable servers given by the user
+	exitError = 1 // the command ran and failed (e.g. Redis down)
+	exitUsage = 2 // bad flags, arguments or input
 )
 
 // usageError marks an error caused by the command line: exit code 2.
@@ -48,7 +48,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "dlock:", err)
+	fmt.Fprintln(stderr, "dlock:", strings.TrimPrefix(err.Error(), "dlock: "))
 	var ue usageError
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
 		return exitUsage
@@ -58,14 +58,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "dlock",
-		Short:         "Distributed locks that tell you when you lost them: flash sale, drills, inspection",
+		Use:   "dlock",
+		Short: "Distributed locks that tell you when you lost them: flash sale, drills, inspection",
+		Long: `Distributed locks that tell you when you lost them: flash sale, drills, inspection.
+
+Environment: a --redis flag not given on the command line takes DLOCK_REDIS_URL, then REDIS_URL;
+a --db flag takes DLOCK_DB. A flag given on the command line always wins.
+
+Exit codes: 0 done; 1 the command ran and failed (e.g. Redis down); 2 bad flags, arguments or input.`,
+		Version:       commandVersion(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
+			return flagsFromEnv(c)
+		},
 	}
+	root.SetVersionTemplate("dlock version {{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	// Subcommands, one file each.
 	root.AddCommand(newSeckillCmd(), newDrillCmd(), newServeCmd())
 	root.AddCommand(newInspectCmd(), newUnlockCmd())
+	envHelp(root)
 	return root
 }

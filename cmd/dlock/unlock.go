@@ -25,7 +25,7 @@ func newUnlockCmd() *cobra.Command {
 			"keys, but not its fence counter, so fencing tokens keep increasing. It wakes every waiter.\n" +
 			"The holder is not told: it finds out at its next renewal, check or unlock (ErrLockLost) and\n" +
 			"may run on meanwhile; remove only the lock of a holder that is gone or stuck.\n\n" +
-			"It shows the holder and asks for confirmation unless --yes is given.",
+			"It shows the holder and asks for confirmation unless --yes is given.\n\n" + adminExitCodes,
 		Example: "  dlock inspect stock:1001          # who holds it, since when\n" +
 			"  dlock unlock --force stock:1001\n" +
 			"  dlock unlock --force stock:1001 --yes --json",
