@@ -2,20 +2,19 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	dl "github.com/dlockgo/dlock" // dl: "dlock" is taken by the tests' helper
 	"github.com/dlockgo/dlock/cmd/dlock/inventory"
-	"github.com/dlockgo/dlock/fence"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -44,35 +43,41 @@ func newServeCmd() *cobra.Command {
 		Long: `Serve the flash-sale shop over HTTP with one of the inventory strategies.
 
   POST /orders          {"sku","qty","buyer","request_id"} -> 201 sold, 409 sold out,
-                        429 busy (Retry-After), 400 bad input; errors are JSON
+                        429 busy (Retry-After), 400 bad input, 413 body too large,
+                        503 Redis or the database unavailable (Retry-After); errors are JSON
+                        {"error","code"}
   GET  /stock/{sku}     the stock row (and the Redis stock for prededuct)
-  GET  /reconcile/{sku} the books of a sku (oversold, undersold, pending)
-  GET  /healthz         200 when the database and Redis answer
-  GET  /metrics         the lock signals as Prometheus metrics (package dlockprom)
+  GET  /reconcile/{sku} the books of a sku (oversold, undersold, pending, redis_missing)
+  GET  /healthz         200 when what the strategy needs answers: the database, and
+                        Redis for lock, fenced and prededuct; 503 otherwise
+  GET  /metrics         the shop's orders by result and latency, the lock signals
+                        (package dlockprom), and the Go and process collectors
 
 Several serve processes on different ports against one Redis and one database
 are the replicas of the articles: an in-process mutex would not protect them,
-the strategies do. SIGINT/SIGTERM drain in-flight requests and the stream
-consumer, then exit.`,
+the strategies do. With prededuct, a Redis that lost its data (restarted
+empty) is warmed up again from the database by the next order, the health
+check or the stream consumer, whichever comes first. SIGINT/SIGTERM drain
+in-flight requests and the stream consumer, then exit.
+
+Without --db the shop lives in SQLite at $XDG_DATA_HOME/dlock/shop.db
+(~/.local/share/dlock/shop.db); serve prints the path it uses. --stock
+puts a sku on sale only if it does not exist yet; for an existing sku it
+says so on stderr and leaves the stock as it is.`,
 		Example: "  dlock serve --stock 1001=10\n" +
 			"  dlock serve --strategy lock --listen 127.0.0.1:8081 --db postgres://postgres@127.0.0.1:5432/shop --redis redis://127.0.0.1:6379/0",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			obs, reg, err := newSignalRegistry()
-			if err != nil {
-				return err
-			}
-			metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-			return runServe(c.Context(), cfg, c.OutOrStdout(), metrics, dl.WithObserver(obs))
+			return runServe(c.Context(), cfg, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	f := c.Flags()
 	f.StringVar(&cfg.listen, "listen", "127.0.0.1:8080", "address to listen on (port 0: any free port)")
 	f.StringVar(&cfg.strategy, "strategy", "conditional", "one of "+strings.Join(inventory.Names, ", "))
-	f.StringVar(&cfg.redisURL, "redis", "redis://127.0.0.1:6379/0", "Redis URL")
-	f.StringVar(&cfg.db, "db", "sqlite:dlock-shop.db", "database: postgres://… or sqlite:PATH")
-	f.StringArrayVar(&cfg.stock, "stock", nil, "SKU=QTY to put on sale if the sku does not exist yet (repeatable)")
-	f.Int64Var(&cfg.maxBody, "max-body", 4096, "largest request body in bytes")
+	f.StringVar(&cfg.redisURL, "redis", "redis://127.0.0.1:6379/0", "Redis URL (needed by lock, fenced and prededuct)")
+	f.StringVar(&cfg.db, "db", "", "database: postgres://… or sqlite:PATH (default: SQLite in the user's data directory, printed at start)")
+	f.StringArrayVar(&cfg.stock, "stock", nil, "SKU=QTY to put on sale if the sku does not exist yet (repeatable; an existing sku is left as it is, with a notice)")
+	f.Int64Var(&cfg.maxBody, "max-body", 4096, "largest request body in bytes (larger: 413)")
 	f.Int64Var(&cfg.maxQty, "max-qty", inventory.DefaultMaxQty, "per-order limit")
 	f.DurationVar(&cfg.wait, "wait", inventory.DefaultWait, "lock wait (lock, fenced); then 429")
 	f.DurationVar(&cfg.lease, "lease", 0, "lock lease (lock, fenced); 0: the watchdog keeps it")
@@ -99,10 +104,14 @@ func parseStock(specs []string) (map[string]int64, []string, error) {
 	return stock, order, nil
 }
 
-// runServe serves until ctx is done, then shuts down gracefully. metrics,
-// if not nil, is served at GET /metrics; lockOpts configure the dlock
-// Client (an observer, for instance).
-func runServe(ctx context.Context, cfg serveConfig, out io.Writer, metrics http.Handler, lockOpts ...dl.ClientOption) error {
+// needsRedis reports whether a strategy cannot sell without Redis.
+func needsRedis(strategy string) bool {
+	return strategy == "lock" || strategy == "fenced" || strategy == "prededuct"
+}
+
+// runServe serves until ctx is done, then shuts down gracefully. It writes
+// what it does to out, notices (an ignored --stock) to errOut.
+func runServe(ctx context.Context, cfg serveConfig, out, errOut io.Writer) error {
 	if !isStrategy(inventory.Names, cfg.strategy) {
 		return usagef("--strategy %q: want one of %s", cfg.strategy, strings.Join(inventory.Names, ", "))
 	}
@@ -115,24 +124,41 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer, metrics http.
 	}
 	ropt, err := redis.ParseURL(cfg.redisURL)
 	if err != nil {
-		return usagef("--redis %q: %v", cfg.redisURL, err)
+		return usagef("--redis: not a Redis URL: %v", err)
 	}
 	rdb := redis.NewClient(ropt)
 	defer rdb.Close()
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err = rdb.Ping(pctx).Err()
-	cancel()
-	if err != nil {
-		return usagef("--redis %s: unreachable: %v", ropt.Addr, err)
+	if needsRedis(cfg.strategy) { // the others start (and sell) without Redis
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = rdb.Ping(pctx).Err()
+		cancel()
+		if err != nil {
+			return usagef("--redis %s: unreachable (strategy %s needs Redis): %v", ropt.Addr, cfg.strategy, err)
+		}
+	}
+	dsn := cfg.db
+	if dsn == "" {
+		if dsn, err = defaultShopDB(); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "dlock serve: database %s (the default; choose one with --db)\n", dsn)
 	}
 	octx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	store, err := inventory.Open(octx, cfg.db)
+	store, err := inventory.Open(octx, dsn)
 	cancel()
 	if err != nil {
 		return usagef("--db: %v", err)
 	}
 	defer store.Close()
-	locks, err := dl.New(rdb, append([]dl.ClientOption{dl.WithLabel("dlock serve " + cfg.listen)}, lockOpts...)...)
+	obs, reg, err := newSignalRegistry()
+	if err != nil {
+		return err
+	}
+	metrics, err := newShopMetrics(reg, cfg.strategy)
+	if err != nil {
+		return err
+	}
+	locks, err := dl.New(rdb, dl.WithLabel("dlock serve "+cfg.listen), dl.WithObserver(obs))
 	if err != nil {
 		return err
 	}
@@ -145,8 +171,8 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer, metrics http.
 		return usagef("%v", err)
 	}
 	for _, sku := range skuOrder {
-		if _, err := store.AddSKU(ctx, sku, stock[sku]); err != nil && !errors.Is(err, inventory.ErrExists) {
-			return usagef("--stock %s=%d: %v", sku, stock[sku], err)
+		if err := putOnSale(ctx, store, sku, stock[sku], errOut); err != nil {
+			return err
 		}
 	}
 
@@ -176,8 +202,9 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer, metrics http.
 		<-consumerDone
 		return usagef("--listen %s: %v", cfg.listen, err)
 	}
+	sh := shop{strategy: strat, store: store, rdb: rdb, prededuct: pd, maxBody: cfg.maxBody, metrics: metrics}
 	srv := &http.Server{
-		Handler:           newShopHandler(shop{strategy: strat, store: store, rdb: rdb, prededuct: pd, maxBody: cfg.maxBody}, metrics),
+		Handler:           newShopHandler(sh, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -215,6 +242,44 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer, metrics http.
 	return shutErr
 }
 
+// putOnSale creates a sku with qty units; for a sku that exists it changes
+// nothing and says so on errOut, with what the database holds.
+func putOnSale(ctx context.Context, store inventory.Store, sku string, qty int64, errOut io.Writer) error {
+	created, err := store.AddSKU(ctx, sku, qty)
+	if err != nil && !errors.Is(err, inventory.ErrExists) {
+		return usagef("--stock %s=%d: %v", sku, qty, err)
+	}
+	if created {
+		return nil
+	}
+	st, err := store.Stock(ctx, sku)
+	if err != nil {
+		return fmt.Errorf("--stock %s=%d: %w", sku, qty, err)
+	}
+	fmt.Fprintf(errOut, "dlock serve: --stock %s=%d ignored: sku %s exists in this database (put on sale with %d, %d left); "+
+		"the stock is left as it is (use another --db for a fresh sale)\n", sku, qty, sku, st.Initial, st.Qty)
+	return nil
+}
+
+// defaultShopDB returns the DSN of the default SQLite shop,
+// $XDG_DATA_HOME/dlock/shop.db (~/.local/share/dlock/shop.db), or one in the
+// temp dir when there is no home, creating its directory.
+func defaultShopDB() (string, error) {
+	base := os.Getenv("XDG_DATA_HOME")
+	if base == "" || !filepath.IsAbs(base) {
+		if home, err := os.UserHomeDir(); err == nil && home != "" {
+			base = filepath.Join(home, ".local", "share")
+		} else {
+			base = os.TempDir()
+		}
+	}
+	dir := filepath.Join(base, "dlock")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("default database directory: %w", err)
+	}
+	return "sqlite:" + filepath.Join(dir, "shop.db"), nil
+}
+
 func isStrategy(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -222,208 +287,4 @@ func isStrategy(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// shop is what the HTTP handler serves.
-type shop struct {
-	strategy  inventory.Strategy
-	store     inventory.Store
-	rdb       redis.UniversalClient
-	prededuct *inventory.Prededuct // nil unless the strategy is prededuct
-	maxBody   int64
-}
-
-// newShopHandler returns the shop's routes; metrics, if not nil, is mounted
-// at GET /metrics.
-func newShopHandler(s shop, metrics http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /orders", s.postOrder)
-	mux.HandleFunc("GET /stock/{sku}", s.getStock)
-	mux.HandleFunc("GET /reconcile/{sku}", s.getReconcile)
-	mux.HandleFunc("GET /healthz", s.healthz)
-	if metrics != nil {
-		mux.Handle("GET /metrics", metrics)
-	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeHTTPError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path)
-	})
-	return mux
-}
-
-// orderRequest is the body of POST /orders.
-type orderRequest struct {
-	SKU       string `json:"sku"`
-	Qty       int64  `json:"qty"`
-	Buyer     string `json:"buyer"`
-	RequestID string `json:"request_id"`
-}
-
-// orderResponse is the answer to POST /orders.
-type orderResponse struct {
-	Outcome   inventory.Outcome `json:"outcome"`
-	SKU       string            `json:"sku"`
-	Qty       int64             `json:"qty"`
-	Buyer     string            `json:"buyer"`
-	RequestID string            `json:"request_id"`
-	OrderID   int64             `json:"order_id,omitempty"`
-	Left      *int64            `json:"left,omitempty"`
-	Queued    bool              `json:"queued,omitempty"`
-	Replayed  bool              `json:"replayed,omitempty"`
-	LeaseLost bool              `json:"lease_lost,omitempty"`
-	Reason    string            `json:"reason,omitempty"`
-}
-
-func (s shop) postOrder(w http.ResponseWriter, r *http.Request) {
-	var req orderRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeHTTPError(w, http.StatusBadRequest, "body_too_large", fmt.Sprintf("request body larger than %d bytes", s.maxBody))
-			return
-		}
-		writeHTTPError(w, http.StatusBadRequest, "bad_json", "request body: "+err.Error())
-		return
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		writeHTTPError(w, http.StatusBadRequest, "bad_json", "request body: one JSON object expected")
-		return
-	}
-	res, err := s.strategy.Buy(r.Context(), req.SKU, req.Qty, req.Buyer, req.RequestID)
-	if err != nil {
-		status, code := errorStatus(err)
-		if status == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", "1")
-		}
-		writeHTTPError(w, status, code, err.Error())
-		return
-	}
-	resp := orderResponse{Outcome: res.Outcome, SKU: req.SKU, Qty: req.Qty, Buyer: req.Buyer, RequestID: req.RequestID,
-		OrderID: res.OrderID, Queued: res.Queued, Replayed: res.Replayed, LeaseLost: res.LeaseLost, Reason: res.Reason}
-	if res.Left >= 0 {
-		resp.Left = &res.Left
-	}
-	if res.Replayed {
-		w.Header().Set("Idempotent-Replayed", "true")
-	}
-	status := http.StatusCreated
-	switch res.Outcome {
-	case inventory.SoldOut:
-		status = http.StatusConflict
-	case inventory.Busy:
-		status = http.StatusTooManyRequests
-		w.Header().Set("Retry-After", "1")
-	}
-	writeHTTPJSON(w, status, resp)
-}
-
-// errorStatus maps a Buy error to an HTTP status and an error code.
-func errorStatus(err error) (int, string) {
-	switch {
-	case errors.Is(err, inventory.ErrInvalidInput):
-		return http.StatusBadRequest, "invalid_input"
-	case errors.Is(err, inventory.ErrUnknownSKU):
-		return http.StatusBadRequest, "unknown_sku"
-	case errors.Is(err, inventory.ErrNotWarmedUp):
-		return http.StatusServiceUnavailable, "not_warmed_up"
-	case errors.Is(err, fence.ErrStale):
-		return http.StatusServiceUnavailable, "stale_token"
-	case errors.Is(err, inventory.ErrLockLost):
-		return http.StatusInternalServerError, "lock_lost_after_commit"
-	case errors.Is(err, dl.ErrLockLost):
-		return http.StatusServiceUnavailable, "lock_lost"
-	case errors.Is(err, inventory.ErrNotPersisted):
-		return http.StatusInternalServerError, "not_persisted"
-	}
-	return http.StatusInternalServerError, "internal"
-}
-
-// stockResponse is the answer to GET /stock/{sku}.
-type stockResponse struct {
-	inventory.Stock
-	Orders   int64  `json:"orders"`
-	Units    int64  `json:"units"`
-	RedisQty *int64 `json:"redis_qty,omitempty"`
-}
-
-func (s shop) getStock(w http.ResponseWriter, r *http.Request) {
-	sku := r.PathValue("sku")
-	st, err := s.store.Stock(r.Context(), sku)
-	if err != nil {
-		s.lookupError(w, err)
-		return
-	}
-	resp := stockResponse{Stock: st}
-	if resp.Orders, resp.Units, err = s.store.Orders(r.Context(), sku); err != nil {
-		s.lookupError(w, err)
-		return
-	}
-	if s.prededuct != nil {
-		if q, err := s.rdb.Get(r.Context(), s.prededuct.StockKey(sku)).Int64(); err == nil {
-			resp.RedisQty = &q
-		}
-	}
-	writeHTTPJSON(w, http.StatusOK, resp)
-}
-
-func (s shop) getReconcile(w http.ResponseWriter, r *http.Request) {
-	rep, err := s.strategy.Reconcile(r.Context(), r.PathValue("sku"))
-	if err != nil {
-		s.lookupError(w, err)
-		return
-	}
-	writeHTTPJSON(w, http.StatusOK, rep)
-}
-
-func (s shop) lookupError(w http.ResponseWriter, err error) {
-	switch {
-	case errors.Is(err, inventory.ErrInvalidInput):
-		writeHTTPError(w, http.StatusBadRequest, "invalid_input", err.Error())
-	case errors.Is(err, inventory.ErrUnknownSKU):
-		writeHTTPError(w, http.StatusNotFound, "unknown_sku", err.Error())
-	default:
-		writeHTTPError(w, http.StatusInternalServerError, "internal", err.Error())
-	}
-}
-
-func (s shop) healthz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	var mu sync.Mutex
-	problems := map[string]string{}
-	var wg sync.WaitGroup
-	check := func(name string, f func() error) {
-		defer wg.Done()
-		if err := f(); err != nil {
-			mu.Lock()
-			problems[name] = err.Error()
-			mu.Unlock()
-		}
-	}
-	wg.Add(2)
-	go check("database", func() error { return s.store.Ping(ctx) })
-	go check("redis", func() error { return s.rdb.Ping(ctx).Err() })
-	wg.Wait()
-	if len(problems) > 0 {
-		writeHTTPJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "problems": problems})
-		return
-	}
-	writeHTTPJSON(w, http.StatusOK, map[string]string{"status": "ok", "strategy": s.strategy.Name(), "database": s.store.Kind()})
-}
-
-func writeHTTPJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// errorBody is every error response.
-type errorBody struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
-}
-
-func writeHTTPError(w http.ResponseWriter, status int, code, msg string) {
-	writeHTTPJSON(w, status, errorBody{Error: msg, Code: code})
 }
