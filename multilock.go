@@ -84,14 +84,31 @@ func (m *MultiLock) memberKeys() []lockKeys {
 
 type multiShape struct{ m *MultiLock }
 
-func (s multiShape) kind() string     { return "multi" }
-func (s multiShape) lockName() string { return s.m.Name() }
-
-func (s multiShape) keys() lockKeys {
+// spec: members that share a Cluster slot are taken by one script (which
+// ReplicaAck may follow); others one by one in canonical order.
+func (s multiShape) spec() shapeSpec {
+	sp := shapeSpec{kind: "multi", name: s.m.Name(), wake: wakeShared, check: s.validate}
 	if len(s.m.names) == 0 {
-		return lockKeys{}
+		return sp
 	}
-	return s.m.c.keys(s.m.names[0])
+	sp.keys = s.m.c.keys(s.m.names[0])
+	if s.m.oneSlot() {
+		sp.replicaAck, sp.refusedOn = true, s.refusedOn
+	} else {
+		sp.try = s.tryInOrder
+	}
+	return sp
+}
+
+// refusedOn is the wake channel of the member the one-script attempt found
+// held (the reply's third element, 1-based).
+func (s multiShape) refusedOn(reply []int64) string {
+	i := 1
+	if len(reply) > 2 {
+		i = int(reply[2])
+	}
+	i = min(max(i, 1), len(s.m.names))
+	return s.m.c.keys(s.m.names[i-1]).wake
 }
 
 func (s multiShape) validate() error {
@@ -123,44 +140,11 @@ func (s multiShape) acquireCall(a attempt) scriptCall {
 	return scriptCall{multiAcquire, keys, []any{a.owner, a.op, ms(a.ttl), a.meta, ms(s.m.c.fenceTTL)}}
 }
 
-func (s multiShape) try(ctx context.Context, a attempt, cfg acquireConfig) (grant, error) {
-	c, name := s.m.c, s.lockName()
-	if !s.m.oneSlot() {
-		if cfg.replicas != 0 {
-			return grant{}, fmt.Errorf("dlock: acquire %q: %w: ReplicaAck with members in several Cluster slots", name, ErrInvalidArgument)
-		}
-		return s.tryInOrder(ctx, a)
-	}
-	var g grant
-	var err error
-	if cfg.replicas != 0 {
-		g, err = c.grantReplicated(ctx, s, a, cfg)
-	} else {
-		var v []int64
-		if v, err = s.acquireCall(a).run(ctx, c.rdb).Int64Slice(); err != nil {
-			return grant{}, redisErr(ctx, "acquire", name, err)
-		}
-		g, err = parseGrant(v)
-	}
-	if err != nil {
-		return grant{}, err
-	}
-	if !g.ok {
-		i := 1
-		if len(g.reply) > 2 {
-			i = int(g.reply[2])
-		}
-		i = min(max(i, 1), len(s.m.names))
-		g.wake = c.keys(s.m.names[i-1]).wake
-	}
-	return g, nil
-}
-
 // tryInOrder takes the members one by one in canonical order; when one is
 // held by another owner it gives back those it took and returns a refusal
 // that waits on that member.
 func (s multiShape) tryInOrder(ctx context.Context, a attempt) (grant, error) {
-	c, name := s.m.c, s.lockName()
+	c, name := s.m.c, s.m.Name()
 	ks := s.m.memberKeys()
 	var took []int
 	rollback := func() {
@@ -288,44 +272,4 @@ func (o multiOps) verify(ctx context.Context) (bool, error) {
 		}
 	}
 	return true, nil
-}
-
-// runCalls runs script calls that return integers in one pipeline (by
-// EVALSHA, once more by EVAL for those that found no script) and returns
-// their replies, or the first error.
-func runCalls(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall) ([]int64, error) {
-	exec := func(idx []int, eval bool) []*redis.Cmd {
-		p := rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(idx))
-		for j, i := range idx {
-			cmds[j] = calls[i].queue(ctx, p, eval)
-		}
-		_, _ = p.Exec(ctx) // errors are per command
-		return cmds
-	}
-	all := make([]int, len(calls))
-	for i := range all {
-		all[i] = i
-	}
-	cmds := exec(all, false)
-	var again []int
-	for i, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		for j, cmd := range exec(again, true) {
-			cmds[again[j]] = cmd
-		}
-	}
-	ns := make([]int64, len(calls))
-	for i, cmd := range cmds {
-		n, err := cmd.Int64()
-		if err != nil {
-			return nil, err
-		}
-		ns[i] = n
-	}
-	return ns, nil
 }

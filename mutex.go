@@ -33,10 +33,9 @@ func (m *Mutex) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
 
 type mutexShape struct{ m *Mutex }
 
-func (s mutexShape) kind() string     { return "mutex" }
-func (s mutexShape) lockName() string { return s.m.name }
-func (s mutexShape) keys() lockKeys   { return s.m.k.waiting() }
-func (s mutexShape) handsOff()        {}
+func (s mutexShape) spec() shapeSpec {
+	return shapeSpec{kind: "mutex", name: s.m.name, keys: s.m.k.waiting(), wake: wakeHandOff, replicaAck: true, leave: s.leaveCall}
+}
 
 func (s mutexShape) attempt(owner string, ttl time.Duration, meta string) attempt {
 	return attempt{owner: owner, token: newToken(), op: newOpID(), ttl: ttl, meta: meta}

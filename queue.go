@@ -74,10 +74,6 @@ func (c *Client) listenCheck() string {
 	return "1"
 }
 
-// handOffer marks a shape whose waiters get the lock by an addressed
-// hand-off: a wake-up is never shared, so a waiter that leaves passes none on.
-type handOffer interface{ handsOff() }
-
 // queueOps is a queued lock's key operations, with a release that hands the
 // lock to the first live waiter.
 type queueOps struct {

@@ -3,8 +3,9 @@ package dlock
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // holdOps is what a Redis shape does for a lock it holds.
@@ -54,9 +55,9 @@ func redisCause(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case strings.HasPrefix(err.Error(), "WRONGTYPE"):
+	case redis.HasErrorPrefix(err, "WRONGTYPE"):
 		return fmt.Errorf("%w: %v", ErrWrongType, err)
-	case strings.HasPrefix(err.Error(), "UPGRADE"):
+	case redis.HasErrorPrefix(err, "UPGRADE"):
 		return ErrUpgrade
 	}
 	return err

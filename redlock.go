@@ -232,13 +232,16 @@ type redShape struct {
 	att *redAttempt
 }
 
-func (s redShape) kind() string     { return "redlock" }
-func (s redShape) lockName() string { return s.r.name }
-
-// keys are the first node's keys: its wake channel is where waiters of the
-// first Client wait for releases made through it.
-func (s redShape) keys() lockKeys { return s.r.clients[0].keys(s.r.name) }
-func (s redShape) wakesLocally()  {}
+// spec: the keys are the first node's (its wake channel is where waiters
+// of the first Client wait for releases made through it); an attempt asks
+// every node (try).
+func (s redShape) spec() shapeSpec {
+	sp := shapeSpec{kind: "redlock", name: s.r.name, wake: wakeLocal, check: s.validate, try: s.try}
+	if len(s.r.clients) > 0 && s.r.clients[0] != nil {
+		sp.keys = s.r.clients[0].keys(s.r.name)
+	}
+	return sp
+}
 
 func (s redShape) validate() error {
 	if err := validName(s.r.name); err != nil {
@@ -274,11 +277,8 @@ func (s redShape) nodeCall(i int, a attempt) scriptCall {
 
 func (s redShape) acquireCall(a attempt) scriptCall { return s.nodeCall(0, a) }
 
-func (s redShape) try(ctx context.Context, a attempt, cfg acquireConfig) (grant, error) {
+func (s redShape) try(ctx context.Context, a attempt) (grant, error) {
 	name := s.r.name
-	if cfg.replicas != 0 {
-		return grant{}, fmt.Errorf("dlock: acquire %q: %w: ReplicaAck on a RedLock", name, ErrInvalidArgument)
-	}
 	n := len(s.r.clients)
 	q := n/2 + 1
 	start := time.Now()
@@ -344,7 +344,7 @@ func (s redShape) try(ctx context.Context, a attempt, cfg acquireConfig) (grant,
 		detail += "; first node error: " + nodeErr.Error()
 	}
 	delay := redLockRetryMin + rand.N(redLockRetryMax-redLockRetryMin)
-	return grant{pttl: delay, detail: detail, wake: s.keys().wake}, nil
+	return grant{pttl: delay, detail: detail, wake: s.r.clients[0].keys(s.r.name).wake}, nil
 }
 
 func (s redShape) holdID(a attempt) string {

@@ -21,10 +21,9 @@ func (c *Client) reentrant(name string, strict bool) reentrantShape {
 	return s
 }
 
-func (s reentrantShape) kind() string     { return s.shape }
-func (s reentrantShape) lockName() string { return s.name }
-func (s reentrantShape) keys() lockKeys   { return s.k.waiting() }
-func (s reentrantShape) handsOff()        {}
+func (s reentrantShape) spec() shapeSpec {
+	return shapeSpec{kind: s.shape, name: s.name, keys: s.k.waiting(), wake: wakeHandOff, replicaAck: true, leave: s.leaveCall}
+}
 
 func (s reentrantShape) attempt(owner string, ttl time.Duration, meta string) attempt {
 	return attempt{owner: owner, token: owner, op: newOpID(), ttl: ttl, meta: meta}

@@ -10,9 +10,9 @@ import (
 
 // grantReplicated runs one acquire attempt followed by WAIT on the same
 // connection to the key's master (see ReplicaAck).
-func (c *Client) grantReplicated(ctx context.Context, sh redisShape, a attempt, cfg acquireConfig) (grant, error) {
-	name := sh.lockName()
-	conn, err := c.masterFor(ctx, sh.keys().lock)
+func (c *Client) grantReplicated(ctx context.Context, sh redisShape, spec shapeSpec, a attempt, cfg acquireConfig) (grant, error) {
+	name := spec.name
+	conn, err := c.masterFor(ctx, spec.keys.lock)
 	if err != nil {
 		return grant{}, redisErr(ctx, "acquire", name, err)
 	}
@@ -27,22 +27,13 @@ func (c *Client) grantReplicated(ctx context.Context, sh redisShape, a attempt, 
 	} else if online < n {
 		return grant{}, fmt.Errorf("dlock: acquire %q: %w: %d of %d replicas connected", name, ErrNotReplicated, online, n)
 	}
-	call := sh.acquireCall(a)
-	run := func(eval bool) (*redis.Cmd, *redis.IntCmd) {
-		p := conn.Pipeline()
-		acq := call.queue(ctx, p, eval)
-		var wait *redis.IntCmd
+	var wait *redis.IntCmd
+	acq := pipelined(ctx, conn.Pipeline, []scriptCall{sh.acquireCall(a)}, func(p redis.Pipeliner) {
 		if n > 0 {
 			wait = redis.NewIntCmd(ctx, "wait", n, ms(cfg.replWait))
 			_ = p.Process(ctx, wait)
 		}
-		_, _ = p.Exec(ctx) // errors are per command
-		return acq, wait
-	}
-	acq, wait := run(false)
-	if isNoScript(acq.Err()) {
-		acq, wait = run(true)
-	}
+	})[0]
 	v, err := acq.Int64Slice()
 	if err != nil {
 		return grant{}, redisErr(ctx, "acquire", name, err)

@@ -85,9 +85,9 @@ func (rw *RWLock) keys() rwKeys {
 
 type readShape struct{ rw *RWLock }
 
-func (s readShape) kind() string     { return "rw_read" }
-func (s readShape) lockName() string { return s.rw.name }
-func (s readShape) keys() lockKeys   { return s.rw.keys().lockKeys }
+func (s readShape) spec() shapeSpec {
+	return shapeSpec{kind: "rw_read", name: s.rw.name, keys: s.rw.keys().lockKeys, wake: wakeShared, replicaAck: true}
+}
 
 func (s readShape) attempt(owner string, ttl time.Duration, meta string) attempt {
 	return attempt{owner: owner, token: owner, op: newOpID(), ttl: ttl, meta: meta}
@@ -132,9 +132,9 @@ func (o readOps) verify(ctx context.Context) (bool, error) {
 
 type writeShape struct{ rw *RWLock }
 
-func (s writeShape) kind() string     { return "rw_write" }
-func (s writeShape) lockName() string { return s.rw.name }
-func (s writeShape) keys() lockKeys   { return s.rw.keys().lockKeys }
+func (s writeShape) spec() shapeSpec {
+	return shapeSpec{kind: "rw_write", name: s.rw.name, keys: s.rw.keys().lockKeys, wake: wakeShared, replicaAck: true, leave: s.leaveCall}
+}
 
 func (s writeShape) attempt(owner string, ttl time.Duration, meta string) attempt {
 	return attempt{owner: owner, token: owner, op: newOpID(), ttl: ttl, meta: meta}
@@ -155,5 +155,5 @@ func (s writeShape) leaveCall(a attempt) scriptCall {
 func (s writeShape) holdID(a attempt) string { return s.rw.keys().lock + "|" + a.owner }
 
 func (s writeShape) ops(a attempt) holdOps {
-	return &keyOps{c: s.rw.c, keys: s.keys(), holder: a.owner, releaseScript: rwWriteRelease, extendScript: lockExtend, owned: lockOwned, releaseOp: true}
+	return &keyOps{c: s.rw.c, keys: s.rw.keys().lockKeys, holder: a.owner, releaseScript: rwWriteRelease, extendScript: lockExtend, owned: lockOwned, releaseOp: true}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"embed"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -66,23 +65,14 @@ func withLibs(name string, libs ...string) *redis.Script {
 
 // isNoScript reports whether err is Redis's NOSCRIPT reply.
 func isNoScript(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+	return redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
 // redisErr wraps an error from Redis for operation op on lock name: WRONGTYPE
 // becomes ErrWrongType, a script's UPGRADE reply ErrUpgrade, a cancelled or
 // expired ctx keeps its ctx.Err().
 func redisErr(ctx context.Context, op, name string, err error) error {
-	switch {
-	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || isTimeout(err)):
-		return fmt.Errorf("dlock: %s %q: %w", op, name, ctx.Err())
-	case strings.HasPrefix(err.Error(), "WRONGTYPE"):
-		return fmt.Errorf("dlock: %s %q: %w: %v", op, name, ErrWrongType, err)
-	case strings.HasPrefix(err.Error(), "UPGRADE"):
-		return fmt.Errorf("dlock: %s %q: %w", op, name, ErrUpgrade)
-	default:
-		return fmt.Errorf("dlock: %s %q: %w", op, name, err)
-	}
+	return storeErr(ctx, op, name, redisCause(err))
 }
 
 func isTimeout(err error) bool {

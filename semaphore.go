@@ -96,9 +96,9 @@ type semShape struct {
 	k int
 }
 
-func (sh semShape) kind() string     { return "semaphore" }
-func (sh semShape) lockName() string { return sh.s.name }
-func (sh semShape) keys() lockKeys   { return sh.s.keys().lockKeys }
+func (sh semShape) spec() shapeSpec {
+	return shapeSpec{kind: "semaphore", name: sh.s.name, keys: sh.s.keys().lockKeys, wake: wakeShared, check: sh.validate, replicaAck: true}
+}
 
 func (sh semShape) validate() error {
 	if err := validName(sh.s.name); err != nil {

@@ -1,6 +1,7 @@
 package dlock
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -94,62 +95,41 @@ func (w *watchdog) renewOwn(h *Hold) {
 	w.settle(h, sent, err)
 }
 
+// renewBatch renews hs in one pipeline (a second one only for calls whose
+// script the server had lost).
 func (w *watchdog) renewBatch(hs []*Hold) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.interval)
 	defer cancel()
-	sent := time.Now()
-	errs := w.exec(ctx, hs, false)
-	var idx []int // script cache flushed: those once more by EVAL
-	for i, err := range errs {
-		if isNoScript(err) {
-			idx = append(idx, i)
-		}
-	}
-	if len(idx) > 0 {
-		again := make([]*Hold, len(idx))
-		for k, i := range idx {
-			again[k] = hs[i]
-		}
-		for k, err := range w.exec(ctx, again, true) {
-			errs[idx[k]] = err
-		}
-	}
+	var calls []scriptCall
+	first := make([]int, len(hs)+1) // hs[i]'s calls are calls[first[i]:first[i+1]]
 	for i, h := range hs {
-		w.settle(h, sent, errs[i])
+		r, _ := renewerOf(h)
+		first[i] = len(calls)
+		calls = append(calls, r.renewCalls(w.c.timeout)...)
+	}
+	first[len(hs)] = len(calls)
+	sent := time.Now()
+	cmds := pipelined(ctx, w.c.rdb.Pipeline, calls, nil)
+	w.roundTrips.Add(1)
+	for i, h := range hs {
+		w.settle(h, sent, renewResult(cmds[first[i]:first[i+1]]))
 	}
 }
 
-// exec renews hs in one pipeline; the result holds, per hold, nil (renewed),
-// errNotOurs (a call returned 0), or the first error.
-func (w *watchdog) exec(ctx context.Context, hs []*Hold, eval bool) []error {
-	p := w.c.rdb.Pipeline()
-	cmds := make([][]*redis.Cmd, len(hs))
-	for i, h := range hs {
-		r, _ := renewerOf(h)
-		for _, call := range r.renewCalls(w.c.timeout) {
-			cmds[i] = append(cmds[i], call.queue(ctx, p, eval))
+// renewResult is a hold's renewal outcome from its calls' replies: nil
+// (every call returned 1), errNotOurs (one returned 0), or the first error.
+func renewResult(cmds []*redis.Cmd) error {
+	var first error
+	for _, cmd := range cmds {
+		n, err := cmd.Int64()
+		switch {
+		case err != nil:
+			first = cmp.Or(first, err)
+		case n != 1:
+			return errNotOurs
 		}
 	}
-	_, _ = p.Exec(ctx) // errors are per command
-	w.roundTrips.Add(1)
-	errs := make([]error, len(hs))
-	for i, hc := range cmds {
-		for _, cmd := range hc {
-			n, err := cmd.Int64()
-			switch {
-			case err != nil:
-				if errs[i] == nil {
-					errs[i] = err
-				}
-			case n != 1:
-				errs[i] = errNotOurs
-			}
-			if errs[i] == errNotOurs {
-				break
-			}
-		}
-	}
-	return errs
+	return first
 }
 
 func (w *watchdog) settle(h *Hold, sent time.Time, err error) {
