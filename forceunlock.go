@@ -3,7 +3,6 @@ package dlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/redis/go-redis/v9"
@@ -37,7 +36,7 @@ type Removal struct {
 // is (some keys may then have been deleted already).
 func (c *Client) ForceUnlock(ctx context.Context, name string) (Removal, error) {
 	if err := validName(name); err != nil {
-		return Removal{}, fmt.Errorf("dlock: force unlock: %w", err)
+		return Removal{}, wrap("force unlock", name, err)
 	}
 	info, err := c.Inspect(ctx, name)
 	if err != nil && !errors.Is(err, ErrWrongType) {

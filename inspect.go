@@ -59,7 +59,7 @@ type Info struct {
 // without changing it. A key of an unknown shape returns ErrWrongType.
 func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	if err := validName(name); err != nil {
-		return Info{}, fmt.Errorf("dlock: inspect: %w", err)
+		return Info{}, wrap("inspect", name, err)
 	}
 	k := c.keys(name)
 	fk := c.queueKeys(name)
@@ -98,7 +98,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	case "string":
 		token, f, meta, ok := splitMutexValue(str.Val())
 		if !ok {
-			return info, fmt.Errorf("dlock: inspect %q: %w: string", name, ErrWrongType)
+			return info, wrap("inspect", name, fmt.Errorf("%w: string", ErrWrongType))
 		}
 		h := parseMeta(meta)
 		h.ID, h.Count, h.Fence, h.TTL = short(token), 1, f, info.TTL
@@ -107,7 +107,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 		m := hash.Val()
 		o, ok := m["o"]
 		if !ok {
-			return info, fmt.Errorf("dlock: inspect %q: %w: hash", name, ErrWrongType)
+			return info, wrap("inspect", name, fmt.Errorf("%w: hash", ErrWrongType))
 		}
 		h := parseMeta(m["m"])
 		h.ID, h.TTL = short(o), info.TTL
@@ -135,7 +135,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 		}
 		info.Held = len(info.Holders) > 0
 	default:
-		return info, fmt.Errorf("dlock: inspect %q: %w: %s", name, ErrWrongType, typ.Val())
+		return info, wrap("inspect", name, fmt.Errorf("%w: %s", ErrWrongType, typ.Val()))
 	}
 	// RWLock readers (each with its own lease) and waiting writers.
 	for _, z := range readers.Val() {

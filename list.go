@@ -41,7 +41,7 @@ func (c *Client) List(ctx context.Context, pattern string) ([]Info, error) {
 	}
 	names, err := c.scanLockNames(ctx, escapeGlob(c.prefix)+"{"+pattern+"}*")
 	if err != nil {
-		return nil, fmt.Errorf("dlock: list %q: %w", pattern, err)
+		return nil, wrap("list", pattern, err)
 	}
 	infos, err := c.inspectAll(ctx, names)
 	if err != nil {

@@ -167,7 +167,7 @@ func (s multiShape) tryInOrder(ctx context.Context, a attempt) (grant, error) {
 		g, err := parseGrant(v)
 		if err != nil {
 			rollback()
-			return grant{}, fmt.Errorf("dlock: acquire %q: %w", name, err)
+			return grant{}, wrap("acquire", name, err)
 		}
 		if !g.ok {
 			rollback()

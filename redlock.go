@@ -76,7 +76,7 @@ func (r *RedLock) Name() string { return r.name }
 func (r *RedLock) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
 	sh := redShape{r: r, att: &redAttempt{}}
 	if len(r.clients) == 0 || r.clients[0] == nil {
-		return nil, fmt.Errorf("dlock: acquire %q: %w", r.name, sh.validate())
+		return nil, wrap("acquire", r.name, sh.validate())
 	}
 	return r.clients[0].acquire(ctx, sh, opts)
 }
@@ -333,7 +333,7 @@ func (s redShape) try(ctx context.Context, a attempt) (grant, error) {
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return grant{}, fmt.Errorf("dlock: acquire %q: %w", name, err)
+		return grant{}, wrap("acquire", name, err)
 	}
 	detail := fmt.Sprintf("granted by %d of %d nodes in %v (%d refused, %d failed, %d no answer); %d needed",
 		yes, n, elapsed.Round(time.Millisecond), no, len(replies)-yes-no, n-len(replies), q)

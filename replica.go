@@ -25,7 +25,7 @@ func (c *Client) grantReplicated(ctx context.Context, sh redisShape, spec shapeS
 	if n == replicasConnected {
 		n = online
 	} else if online < n {
-		return grant{}, fmt.Errorf("dlock: acquire %q: %w: %d of %d replicas connected", name, ErrNotReplicated, online, n)
+		return grant{}, wrap("acquire", name, fmt.Errorf("%w: %d of %d replicas connected", ErrNotReplicated, online, n))
 	}
 	var wait *redis.IntCmd
 	acq := pipelined(ctx, conn.Pipeline, []scriptCall{sh.acquireCall(a)}, func(p redis.Pipeliner) {
@@ -40,7 +40,7 @@ func (c *Client) grantReplicated(ctx context.Context, sh redisShape, spec shapeS
 	}
 	g, err := parseGrant(v)
 	if err != nil {
-		return grant{}, fmt.Errorf("dlock: acquire %q: %w", name, err)
+		return grant{}, wrap("acquire", name, err)
 	}
 	if !g.ok || wait == nil {
 		return g, nil
@@ -52,9 +52,9 @@ func (c *Client) grantReplicated(ctx context.Context, sh redisShape, spec shapeS
 	// Undo this acquisition (for a re-entry: this one hold only).
 	_, _ = sh.ops(a).release(context.WithoutCancel(ctx), newOpID())
 	if err != nil {
-		return grant{}, fmt.Errorf("dlock: acquire %q: %w: %v", name, ErrNotReplicated, err)
+		return grant{}, wrap("acquire", name, fmt.Errorf("%w: %v", ErrNotReplicated, err))
 	}
-	return grant{}, fmt.Errorf("dlock: acquire %q: %w: %d of %d replicas acknowledged within %v", name, ErrNotReplicated, acks, n, cfg.replWait)
+	return grant{}, wrap("acquire", name, fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrNotReplicated, acks, n, cfg.replWait))
 }
 
 // masterFor returns a client whose pipelines run on one connection to the

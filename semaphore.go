@@ -62,17 +62,17 @@ func (s *Semaphore) AcquireN(ctx context.Context, k int, opts ...Option) ([]*Lea
 // Lease.Unlock.
 func (s *Semaphore) Release(ctx context.Context, id string) error {
 	if err := validName(s.name); err != nil {
-		return fmt.Errorf("dlock: release: %w", err)
+		return wrap("release", s.name, err)
 	}
 	if len(id) != 32 {
-		return fmt.Errorf("dlock: release %q: %w: permit id %q", s.name, ErrNotHeld, id)
+		return wrap("release", s.name, fmt.Errorf("%w: permit id %q", ErrNotHeld, id))
 	}
 	n, err := s.ops(id).releaseCall(newOpID()).run(ctx, s.c.rdb).Int64()
 	if err != nil {
 		return redisErr(ctx, "release", s.name, err)
 	}
 	if n != 1 {
-		return fmt.Errorf("dlock: release %q: %w: no live permit %s", s.name, ErrNotHeld, short(id))
+		return wrap("release", s.name, fmt.Errorf("%w: no live permit %s", ErrNotHeld, short(id)))
 	}
 	return nil
 }
