@@ -93,6 +93,10 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 		if err != nil {
 			return nil, err
 		}
+		if g.ok && c.late(ctx, sh, spec, a, g, sent, cfg) {
+			// Given back: taken as a refusal, tried again within the wait.
+			g = grant{wake: spec.keys.wake, detail: "grants arrive after their lease ran out: replies are slower than the lease"}
+		}
 		if g.ok {
 			return c.newLeases(ctx, sh, spec, a, g, sent, cfg)
 		}
@@ -230,6 +234,24 @@ func (c *Client) tryGrant(ctx context.Context, sh redisShape, spec shapeSpec, a 
 		}
 	}
 	return g, nil
+}
+
+// late gives g back and reports true if it arrived after its lease ran out
+// on the client's clock (counted from sent): the store may already have
+// expired it and granted the lock to someone else, so it is never used.
+func (c *Client) late(ctx context.Context, sh redisShape, spec shapeSpec, a attempt, g grant, sent time.Time, cfg acquireConfig) bool {
+	ttl := cmp.Or(g.ttl, a.ttl)
+	if time.Now().Before(sent.Add(ttl - drift(ttl))) {
+		return false
+	}
+	for i, one := range a.each() {
+		fence := g.fence
+		if len(g.fences) > i {
+			fence = g.fences[i]
+		}
+		c.keeper.giveBack(ctx, c.grantOf(sh, spec, one, fence, 0, sent, cfg))
+	}
+	return true
 }
 
 // newLeases turns a grant into its Leases: one, or one per attempt.tokens.
