@@ -111,12 +111,12 @@ type holder struct {
 
 // held is one lease of a holder and what its watcher saw.
 type held struct {
-	hd    *holder
-	l     *dlock.Lease
-	end   sync.Once
-	stop  chan struct{}
-	done  chan struct{} // the watcher has ended
-	mu    sync.Mutex
+	hd         *holder
+	l          *dlock.Lease
+	end        sync.Once
+	stop       chan struct{}
+	done       chan struct{} // the watcher has ended
+	mu         sync.Mutex
 	doneAt     time.Time // Done observed (wall and monotonic)
 	errAt      time.Time // start of the first Err() call that returned an error
 	lastNilErr time.Time // start of the last Err() call that returned nil
