@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlockgo/dlock/cmd/dlock/backend"
 	"github.com/dlockgo/dlock/cmd/dlock/drill"
 	"github.com/spf13/cobra"
 )
@@ -22,6 +23,8 @@ type drillFlags struct {
 	redis  string
 	json   bool
 	report string
+	// backend, etcd and zk are set by registerBackend.
+	backend, etcd, zk string
 }
 
 func (f *drillFlags) register(c *cobra.Command) {
@@ -34,6 +37,54 @@ func (f *drillFlags) register(c *cobra.Command) {
 func (f *drillFlags) registerOutput(c *cobra.Command) {
 	c.Flags().BoolVar(&f.json, "json", false, "print the figures as JSON")
 	c.Flags().StringVar(&f.report, "report", "", "also write a self-contained HTML report to this file")
+}
+
+// registerBackend registers --backend and the etcd and ZooKeeper
+// addresses, with --redis and the output flags.
+func (f *drillFlags) registerBackend(c *cobra.Command) {
+	f.register(c)
+	c.Flags().StringVar(&f.backend, "backend", backend.Redis, "lock service: "+strings.Join(backend.Kinds, ", "))
+	c.Flags().StringVar(&f.etcd, "etcd", "", "etcd endpoints (host:port,...); default: an embedded etcd member")
+	c.Flags().StringVar(&f.zk, "zk", "", "ZooKeeper servers (host:port,...); default: an embedded ZooKeeper server")
+}
+
+// openBackend opens the lock service --backend names and says which one
+// on the first line.
+func (f *drillFlags) openBackend(c *cobra.Command) (*backend.Backend, error) {
+	addr := ""
+	switch f.backend {
+	case backend.Redis:
+		addr = f.redis
+	case backend.Etcd:
+		addr = f.etcd
+	case backend.ZooKeeper:
+		addr = f.zk
+	default:
+		return nil, usagef("--backend %q: want one of %s", f.backend, strings.Join(backend.Kinds, ", "))
+	}
+	b, err := backend.Open(c.Context(), f.backend, addr)
+	if err != nil {
+		if errors.Is(err, backend.ErrUnreachable) || errors.Is(err, backend.ErrUnknown) || addr != "" {
+			return nil, usageError{err}
+		}
+		return nil, err
+	}
+	fmt.Fprintf(f.infoOut(c), "%s: %s\n", b.Kind, b.Desc)
+	return b, nil
+}
+
+// withBackend opens the lock service, runs fn on it and prints the result.
+func (f *drillFlags) withBackend(c *cobra.Command, fn func(ctx context.Context, b *backend.Backend) (result, error)) error {
+	b, err := f.openBackend(c)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	res, err := fn(c.Context(), b)
+	if err != nil {
+		return err
+	}
+	return f.output(c, res)
 }
 
 // openRedis opens the drill's Redis and says which one on the first line.
@@ -144,12 +195,12 @@ func newLeaseCmd() *cobra.Command {
 			if lease <= 0 || work <= 0 || scale <= 0 {
 				return usagef("--lease, --work and --scale must be positive")
 			}
-			return f.withRedis(c, func(ctx context.Context, r *drill.Redis) (result, error) {
-				return drill.Lease(ctx, r, scaled(lease, scale), scaled(work, scale))
+			return f.withBackend(c, func(ctx context.Context, b *backend.Backend) (result, error) {
+				return drill.Lease(ctx, b, scaled(lease, scale), scaled(work, scale))
 			})
 		},
 	}
-	f.register(c)
+	f.registerBackend(c)
 	c.Flags().DurationVar(&lease, "lease", 5*time.Second, "fixed lease (and watchdog timeout), before --scale")
 	c.Flags().DurationVar(&work, "work", 8*time.Second, "work inside the lock, before --scale")
 	c.Flags().Float64Var(&scale, "scale", 0.1, "multiply every duration by this")
@@ -169,12 +220,12 @@ func newContentionCmd() *cobra.Command {
 			if workers < 1 || loops < 1 || work < 0 {
 				return usagef("--workers and --loops must be >= 1, --work >= 0")
 			}
-			return f.withRedis(c, func(ctx context.Context, r *drill.Redis) (result, error) {
-				return drill.Contention(ctx, r, workers, loops, work)
+			return f.withBackend(c, func(ctx context.Context, b *backend.Backend) (result, error) {
+				return drill.Contention(ctx, b, workers, loops, work)
 			})
 		},
 	}
-	f.register(c)
+	f.registerBackend(c)
 	c.Flags().IntVar(&workers, "workers", 2, "workers, each with its own client")
 	c.Flags().IntVar(&loops, "loops", 100, "acquisitions per worker")
 	c.Flags().DurationVar(&work, "work", 2*time.Millisecond, "time spent inside the lock")
@@ -207,12 +258,23 @@ func newPauseCmd() *cobra.Command {
 			if lease <= 0 {
 				return usagef("--lease must be positive")
 			}
-			return f.withRedis(c, func(ctx context.Context, r *drill.Redis) (result, error) {
-				return drill.Pause(ctx, r, drill.PauseOptions{Lease: lease, Spawn: spawnSelf("drill", "pause-holder")})
+			return f.withBackend(c, func(ctx context.Context, b *backend.Backend) (result, error) {
+				// The storage both holders write to is a Redis: the lock
+				// service's own when it is one, else --redis or an embedded one.
+				url := f.redis
+				if b.Kind == backend.Redis {
+					url = b.Addr
+				}
+				r, err := drill.OpenRedis(ctx, url)
+				if err != nil {
+					return nil, err
+				}
+				defer r.Close()
+				return drill.Pause(ctx, r, drill.PauseOptions{Lease: lease, Locks: b, Spawn: spawnSelf("drill", "pause-holder")})
 			})
 		},
 	}
-	f.register(c)
+	f.registerBackend(c)
 	c.Flags().DurationVar(&lease, "lease", 300*time.Millisecond, "the frozen holder's lease")
 	return c
 }
@@ -220,9 +282,9 @@ func newPauseCmd() *cobra.Command {
 // newPauseHolderCmd is the child process of the pause drill.
 func newPauseHolderCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:    "pause-holder REDIS-URL NAME KEY LEASE",
+		Use:    "pause-holder BACKEND ADDR REDIS-URL NAME KEY LEASE",
 		Hidden: true,
-		Args:   cobra.ExactArgs(4),
+		Args:   cobra.ExactArgs(6),
 		RunE: func(c *cobra.Command, args []string) error {
 			a, err := drill.ParsePauseHolderArgs(args)
 			if err != nil {

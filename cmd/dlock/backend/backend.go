@@ -1,0 +1,134 @@
+// Package backend opens the lock service the drills and the sale run on —
+// Redis, etcd or ZooKeeper — and hands out one lock client per actor, so a
+// drill written against dlock.Locker runs unchanged on each of them.
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dlockgo/dlock"
+)
+
+// The backends.
+const (
+	Redis     = "redis"
+	Etcd      = "etcd"
+	ZooKeeper = "zookeeper"
+)
+
+// Kinds lists the backends Open knows, in the order the tables show them.
+var Kinds = []string{Redis, Etcd, ZooKeeper}
+
+var (
+	// ErrUnknown wraps a backend name Open does not know.
+	ErrUnknown = errors.New("unknown backend")
+	// ErrUnreachable wraps a server the caller named that does not answer.
+	ErrUnreachable = errors.New("unreachable")
+)
+
+// ClientOptions configure one actor's client.
+type ClientOptions struct {
+	// Label names the actor in the holder metadata where the backend keeps
+	// it (Redis's Inspect).
+	Label string
+	// Observer receives the client's lock events; nil for none.
+	Observer dlock.Observer
+	// Session is how long the service keeps the client's renewed locks
+	// without a sign of life: the watchdog timeout on Redis, the session
+	// lease's TTL on etcd, the session timeout on ZooKeeper (each server
+	// may round it up to its minimum). 0: the backend's default.
+	Session time.Duration
+}
+
+// Client is one actor's connection to the lock service. Its lockers are
+// dlock.Lockers returning *dlock.Lease, the same on every backend.
+type Client interface {
+	// Mutex returns the non-reentrant exclusive lock name.
+	Mutex(name string) dlock.Locker
+	// Lock returns the reentrant exclusive lock name.
+	Lock(name string) dlock.Locker
+	// Close releases what the client still holds (reported lost to its
+	// holders) and closes its connections.
+	Close() error
+}
+
+// Backend is an open lock service. Its methods are safe for concurrent use.
+type Backend struct {
+	// Kind is Redis, Etcd or ZooKeeper.
+	Kind string
+	// Addr is what a client (in this process or another) connects to: a
+	// Redis URL, or comma-separated host:port endpoints for etcd and
+	// ZooKeeper. Open(ctx, Kind, Addr) in a child process reaches the same
+	// service.
+	Addr string
+	// Desc says what the service is, for the first line of a drill's output.
+	Desc string
+
+	newClient func(ctx context.Context, o ClientOptions) (Client, error)
+	close     func() error
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open returns the backend kind at addr (checked to answer within a few
+// seconds; an error wrapping ErrUnreachable if it does not), or, when addr
+// is empty, a server started for the caller on free loopback ports and
+// stopped by Close: a redis-server from PATH (else an in-process miniredis),
+// an etcd member, a ZooKeeper server. kind "" means Redis.
+func Open(ctx context.Context, kind, addr string) (*Backend, error) {
+	switch strings.ToLower(kind) {
+	case "", Redis:
+		return openRedis(ctx, addr)
+	case Etcd:
+		return openEtcd(ctx, addr)
+	case ZooKeeper, "zk":
+		return openZooKeeper(ctx, addr)
+	}
+	return nil, fmt.Errorf("%w %q: want one of %s", ErrUnknown, kind, strings.Join(Kinds, ", "))
+}
+
+// NewClient returns a new client on the service, for one actor.
+func (b *Backend) NewClient(ctx context.Context, o ClientOptions) (Client, error) {
+	if o.Session < 0 {
+		return nil, fmt.Errorf("%w: negative session %v", dlock.ErrInvalidDuration, o.Session)
+	}
+	return b.newClient(ctx, o)
+}
+
+// Close stops the server if Open started it. It is idempotent.
+func (b *Backend) Close() error {
+	b.closeOnce.Do(func() {
+		if b.close != nil {
+			b.closeErr = b.close()
+		}
+	})
+	return b.closeErr
+}
+
+// splitAddrs reads comma-separated host:port endpoints.
+func splitAddrs(addr string) ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(addr, ",") {
+		a = strings.TrimSpace(a)
+		a = strings.TrimPrefix(strings.TrimPrefix(a, "http://"), "zk://")
+		if a == "" {
+			continue
+		}
+		if !strings.Contains(a, ":") {
+			return nil, fmt.Errorf("%q: want host:port", a)
+		}
+		out = append(out, a)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no host:port given")
+	}
+	return out, nil
+}
+
+// pingTimeout bounds the check that a named server answers.
+const pingTimeout = 3 * time.Second
