@@ -9,13 +9,11 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
-	"github.com/dlockgo/dlock/cmd/dlock/backend"
 )
 
 // LeaseResult is what the lease drill (000 §3.5) measured. Times are from
 // the first holder's acquire.
 type LeaseResult struct {
-	Backend               string  `json:"backend"`
 	LeaseMS               float64 `json:"lease_ms"`
 	WorkMS                float64 `json:"work_ms"`
 	SecondHolderEnteredMS float64 `json:"second_holder_entered_ms"`
@@ -27,27 +25,33 @@ type LeaseResult struct {
 	Fixed                 []Event `json:"fixed_lease_timeline"`
 	Watchdog              []Event `json:"watchdog_timeline"`
 	Spans                 []Span  `json:"spans"`
+	points                []Point // for the report
 }
 
 // Lease runs 000 §3.5's experiment: a fixed lease shorter than the work
 // (when does the second holder get in, and when does the first learn it lost
 // the lock?), then the same work under the watchdog with its timeout set to
 // the lease (how long does the lock live, and how many renewals keep it?).
-func Lease(ctx context.Context, b LockService, lease, work time.Duration) (*LeaseResult, error) {
+func Lease(ctx context.Context, r *Redis, lease, work time.Duration) (*LeaseResult, error) {
 	if lease <= 0 || work <= 0 {
 		return nil, errors.New("lease and work must be positive")
 	}
-	res := &LeaseResult{Backend: kindOf(b), LeaseMS: msf(lease), WorkMS: msf(work), WatchdogIntervalMS: msf(lease / 3)}
+	rdb, err := r.Client()
+	if err != nil {
+		return nil, err
+	}
+	defer rdb.Close()
+	res := &LeaseResult{LeaseMS: msf(lease), WorkMS: msf(work), WatchdogIntervalMS: msf(lease / 3)}
 	name := "drill:lease:" + randomID()
 
 	// Fixed lease.
 	var renewals renewalCounter
-	ca, err := b.NewClient(ctx, backend.ClientOptions{Label: "A", Session: lease, Observer: &renewals})
+	ca, err := dlock.New(rdb, dlock.WithLabel("A"), dlock.WithWatchdogTimeout(lease), dlock.WithObserver(&renewals))
 	if err != nil {
 		return nil, err
 	}
 	defer ca.Close()
-	cb, err := b.NewClient(ctx, backend.ClientOptions{Label: "B"})
+	cb, err := dlock.New(rdb, dlock.WithLabel("B"))
 	if err != nil {
 		return nil, err
 	}
@@ -55,6 +59,9 @@ func Lease(ctx context.Context, b LockService, lease, work time.Duration) (*Leas
 
 	tl := NewTimeline()
 	const fixedLane, wdLane = "fixed lease", "watchdog"
+	point := func(lane, who, label string, at time.Duration) {
+		res.points = append(res.points, Point{Lane: lane, Who: who, AtMS: msf(at), Label: label})
+	}
 	la, err := ca.Lock(name).Acquire(ctx, dlock.LeaseTime(lease), dlock.Wait(0))
 	if err != nil {
 		return nil, fmt.Errorf("A: %w", err)
@@ -75,7 +82,9 @@ func Lease(ctx context.Context, b LockService, lease, work time.Duration) (*Leas
 	}()
 	select {
 	case <-la.Done():
-		res.FirstNotifiedLostMS = msf(tl.Add("A", "told: lock lost (lease context cancelled), work not finished"))
+		at := tl.Add("A", "told: lock lost (lease context cancelled), work not finished")
+		res.FirstNotifiedLostMS = msf(at)
+		point(fixedLane, "A", "told: lock lost", at)
 	case <-time.After(work):
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -88,7 +97,7 @@ func Lease(ctx context.Context, b LockService, lease, work time.Duration) (*Leas
 	if uerr != nil {
 		res.FirstUnlockError = uerr.Error()
 	}
-	tl.Add("A", fmt.Sprintf("work done, Unlock: %v", errText(uerr)))
+	point(fixedLane, "A", "work done, Unlock: lost", tl.Add("A", fmt.Sprintf("work done, Unlock: %v", errText(uerr))))
 	if err := <-entered; err != nil {
 		return nil, fmt.Errorf("B: %w", err)
 	}
@@ -122,7 +131,8 @@ func Lease(ctx context.Context, b LockService, lease, work time.Duration) (*Leas
 	res.Renewals = renewals.n.Load() - before
 	tl.End(spanA)
 	uerr = la.Unlock(context.WithoutCancel(ctx))
-	tl.Add("A", fmt.Sprintf("work done after %d renewals, Unlock: %v", res.Renewals, errText(uerr)))
+	point(wdLane, "A", fmt.Sprintf("work done after %d renewals, Unlock: ok", res.Renewals),
+		tl.Add("A", fmt.Sprintf("work done after %d renewals, Unlock: %v", res.Renewals, errText(uerr))))
 	if uerr != nil {
 		return nil, fmt.Errorf("A (watchdog) lost its lock: %w", uerr)
 	}
@@ -131,15 +141,17 @@ func Lease(ctx context.Context, b LockService, lease, work time.Duration) (*Leas
 	}
 	res.Watchdog = tl.Events()[mark:]
 	res.Spans = tl.Spans()
+	leaseEnds(res.Spans, fixedLane, "A", res.LeaseMS)
 	return res, nil
 }
 
 // Report returns the drill's HTML report.
 func (r *LeaseResult) Report() *Report {
 	return &Report{
-		Title: "lease (000 §3.5): a lease shorter than the work, then the watchdog",
-		Spans: r.Spans,
-		Marks: []Mark{{AtMS: r.FirstNotifiedLostMS, Label: "A told: lost"}},
+		Title:  "lease (000 §3.5): a lease shorter than the work, then the watchdog",
+		Spans:  r.Spans,
+		Points: r.points,
+		Events: append(append([]Event(nil), r.Fixed...), r.Watchdog...),
 		Figures: [][2]string{
 			{"lease / work", fmt.Sprintf("%.0f ms / %.0f ms", r.LeaseMS, r.WorkMS)},
 			{"second holder entered at", fmt.Sprintf("%.1f ms", r.SecondHolderEnteredMS)},

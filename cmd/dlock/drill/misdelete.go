@@ -20,6 +20,7 @@ type MisdeleteResult struct {
 	Naive                   []Event `json:"naive_timeline"`
 	Safe                    []Event `json:"safe_timeline"`
 	Spans                   []Span  `json:"spans"`
+	points                  []Point // for the report
 }
 
 // Misdelete replays 000 §3.1's timeline twice. A takes the lock with a short
@@ -39,7 +40,10 @@ func Misdelete(ctx context.Context, r *Redis, lease time.Duration) (*MisdeleteRe
 	// Naive: SET NX PX to acquire, GET then DEL to release.
 	key := "naive:{" + name + "}"
 	tl := NewTimeline()
-	const naiveLane, safeLane = "GET then DEL", "Lua release"
+	const naiveLane, safeLane = "naive: GET then DEL", "dlock: Lua compare-and-delete"
+	point := func(lane, who, label string, at time.Duration) {
+		res.points = append(res.points, Point{Lane: lane, Who: who, AtMS: msf(at), Label: label})
+	}
 	if ok, err := rdb.SetNX(ctx, key, "token-A", lease).Result(); err != nil || !ok {
 		return nil, fmt.Errorf("naive: A could not acquire: %v", err)
 	}
@@ -49,7 +53,7 @@ func Misdelete(ctx context.Context, r *Redis, lease time.Duration) (*MisdeleteRe
 	if err != nil {
 		return nil, err
 	}
-	tl.Add("A", fmt.Sprintf("GET = %q: \"it is mine\"; then stalls (GC pause) past the lease", v))
+	point(naiveLane, "A", "GET: mine; stalls", tl.Add("A", fmt.Sprintf("GET = %q: \"it is mine\"; then stalls (GC pause) past the lease", v)))
 	if err := sleep(ctx, lease*3/2); err != nil {
 		return nil, err
 	}
@@ -57,23 +61,27 @@ func Misdelete(ctx context.Context, r *Redis, lease time.Duration) (*MisdeleteRe
 		return nil, fmt.Errorf("naive: B could not acquire the expired lock: %v", err)
 	}
 	spanB := tl.Begin(naiveLane, "B")
-	tl.Add("B", "SET NX PX: acquired (A's lease had expired)")
+	point(naiveLane, "B", "SET NX: takes the expired lock", tl.Add("B", "SET NX PX: acquired (A's lease had expired)"))
 	n, err := rdb.Del(ctx, key).Result()
 	if err != nil {
 		return nil, err
 	}
 	tl.End(spanA)
-	tl.Add("A", fmt.Sprintf("resumes, DEL: %d key deleted (A believes it released its own lock)", n))
+	point(naiveLane, "A", "DEL: deletes B's key", tl.Add("A", fmt.Sprintf("resumes, DEL: %d key deleted (A believes it released its own lock)", n)))
 	after, err := rdb.Get(ctx, key).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
 	res.NaiveDeletedForeignLock = after != "token-B"
+	spanC := -1
 	if ok, _ := rdb.SetNX(ctx, key, "token-C", lease).Result(); ok {
-		tl.End(tl.Begin(naiveLane, "C"))
-		tl.Add("C", "SET NX PX: acquired while B is still inside: two holders")
+		spanC = tl.Begin(naiveLane, "C")
+		point(naiveLane, "C", "SET NX: gets in beside B", tl.Add("C", "SET NX PX: acquired while B is still inside: two holders"))
 	}
 	tl.End(spanB)
+	if spanC >= 0 {
+		tl.End(spanC) // C holds until the drill removes its key
+	}
 	rdb.Del(ctx, key)
 	res.Naive = tl.Events()
 
@@ -98,7 +106,7 @@ func Misdelete(ctx context.Context, r *Redis, lease time.Duration) (*MisdeleteRe
 	if err := la.Verify(ctx); err != nil {
 		return nil, err
 	}
-	tl.Add("A", "Verify: it is mine; then stalls past the lease")
+	point(safeLane, "A", "Verify: mine; stalls", tl.Add("A", "Verify: it is mine; then stalls past the lease"))
 	if err := sleep(ctx, lease*3/2); err != nil {
 		return nil, err
 	}
@@ -117,25 +125,29 @@ func Misdelete(ctx context.Context, r *Redis, lease time.Duration) (*MisdeleteRe
 		return nil, errors.New("safe: A's unlock of an expired lock succeeded")
 	}
 	res.SafeUnlockError = uerr.Error()
-	tl.Add("A", "resumes, Unlock: "+uerr.Error())
+	point(safeLane, "A", "Unlock: lock lost, deletes nothing", tl.Add("A", "resumes, Unlock: "+uerr.Error()))
 	verr := lb.Verify(ctx)
 	res.SafeDeletedForeignLock = verr != nil
 	if verr == nil {
-		tl.Add("B", "Verify: still mine")
+		point(safeLane, "B", "Verify: still mine", tl.Add("B", "Verify: still mine"))
 	} else {
-		tl.Add("B", "Verify: "+verr.Error())
+		point(safeLane, "B", "Verify: "+verr.Error(), tl.Add("B", "Verify: "+verr.Error()))
 	}
 	tl.End(spanB)
 	res.Safe = tl.Events()[len(res.Naive):]
 	res.Spans = tl.Spans()
+	leaseEnds(res.Spans, naiveLane, "A", res.LeaseMS)
+	leaseEnds(res.Spans, safeLane, "A", res.LeaseMS)
 	return res, nil
 }
 
 // Report returns the drill's HTML report.
 func (r *MisdeleteResult) Report() *Report {
-	return &Report{
-		Title: "misdelete (000 §3.1): GET-then-DEL vs Lua compare-and-delete",
-		Spans: r.Spans,
+	rep := &Report{
+		Title:  "misdelete (000 §3.1): GET-then-DEL vs Lua compare-and-delete",
+		Spans:  r.Spans,
+		Points: r.points,
+		Events: append(append([]Event(nil), r.Naive...), r.Safe...),
 		Figures: [][2]string{
 			{"lease", fmt.Sprintf("%.0f ms", r.LeaseMS)},
 			{"GET-then-DEL deleted the foreign lock", fmt.Sprint(r.NaiveDeletedForeignLock)},
@@ -143,6 +155,33 @@ func (r *MisdeleteResult) Report() *Report {
 			{"A's Unlock with the Lua release", r.SafeUnlockError},
 		},
 	}
+	// The naive double grant happens within a millisecond or two: enlarge it,
+	// from A's DEL's lead-up (B entering) to the end of the naive run.
+	var from, to float64
+	for _, s := range r.Spans {
+		if s.Lane == r.naiveLane() && s.Who != "A" {
+			if from == 0 || s.StartMS < from {
+				from = s.StartMS
+			}
+			to = max(to, s.EndMS)
+		}
+	}
+	if to > from {
+		pad := max((to-from)*0.5, 0.2)
+		rep.Zooms = []Window{{
+			Title:  fmt.Sprintf("Enlarged: %.1f – %.1f ms of the GET-then-DEL run: B takes the expired lock, A's DEL deletes B's key, C gets in beside B", from-pad, to+pad),
+			FromMS: from - pad, ToMS: to + pad,
+		}}
+	}
+	return rep
+}
+
+// naiveLane is the lane of the GET-then-DEL run: the lane of the first span.
+func (r *MisdeleteResult) naiveLane() string {
+	if len(r.Spans) == 0 {
+		return ""
+	}
+	return r.Spans[0].Lane
 }
 
 // Print writes the result for people.

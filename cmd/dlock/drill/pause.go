@@ -13,14 +13,12 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
-	"github.com/dlockgo/dlock/cmd/dlock/backend"
 	"github.com/dlockgo/dlock/fence"
 	"github.com/redis/go-redis/v9"
 )
 
 // PauseResult is what the pause drill (002 §4.1, Kleppmann's GC pause) measured.
 type PauseResult struct {
-	Backend                   string  `json:"backend"`
 	LeaseMS                   float64 `json:"lease_ms"`
 	PausedForMS               float64 `json:"paused_for_ms"`
 	PausedHolderToken         int64   `json:"paused_holder_token"`
@@ -31,53 +29,44 @@ type PauseResult struct {
 	OverlapMS                 float64 `json:"overlap_ms"`
 	Timeline                  []Event `json:"timeline"`
 	Spans                     []Span  `json:"spans"`
+	points                    []Point // for the report
 }
 
 // PauseOptions configure the pause drill.
 type PauseOptions struct {
 	Lease time.Duration
-	// Locks is the lock service both holders use; nil: the storage Redis.
-	Locks LockService
 	// Spawn returns the command that runs PauseHolder in a child process
 	// with args (see PauseHolderArgs); the drill pipes its stdin and stdout.
 	Spawn func(ctx context.Context, args []string) *exec.Cmd
 }
 
 // PauseHolderArgs are the arguments Pause passes to Spawn, in order:
-// backend kind, backend address, storage Redis URL, lock name, data key,
-// lease.
+// redis URL, lock name, data key, lease.
 type PauseHolderArgs struct {
-	Backend, Addr       string
 	RedisURL, Name, Key string
 	Lease               time.Duration
 }
 
 func (a PauseHolderArgs) list() []string {
-	return []string{a.Backend, a.Addr, a.RedisURL, a.Name, a.Key, a.Lease.String()}
+	return []string{a.RedisURL, a.Name, a.Key, a.Lease.String()}
 }
 
 // ParsePauseHolderArgs reads what Pause passed to Spawn.
 func ParsePauseHolderArgs(args []string) (PauseHolderArgs, error) {
-	if len(args) != 6 {
-		return PauseHolderArgs{}, fmt.Errorf("pause holder: want 6 arguments, got %d", len(args))
+	if len(args) != 4 {
+		return PauseHolderArgs{}, fmt.Errorf("pause holder: want 4 arguments, got %d", len(args))
 	}
-	d, err := time.ParseDuration(args[5])
+	d, err := time.ParseDuration(args[3])
 	if err != nil {
 		return PauseHolderArgs{}, err
 	}
-	if d <= 0 {
-		return PauseHolderArgs{}, fmt.Errorf("pause holder: lease %v: want > 0", d)
-	}
-	return PauseHolderArgs{Backend: args[0], Addr: args[1], RedisURL: args[2], Name: args[3], Key: args[4], Lease: d}, nil
+	return PauseHolderArgs{RedisURL: args[0], Name: args[1], Key: args[2], Lease: d}, nil
 }
 
-// Pause runs the pause drill with r as the storage both holders write to
-// (and as the lock service unless o.Locks is set): a holder in a child
-// process takes the lock with its session (watchdog timeout, etcd lease
-// TTL, ZooKeeper session timeout) set to the lease, checks it (Verify), and
-// is frozen with SIGSTOP for twice the lease, or until the second holder
-// wrote if that is later; meanwhile a second holder takes the expired lock
-// and writes; then the first is resumed with SIGCONT and writes too — once
+// Pause runs the pause drill: a holder in a child process takes the lock
+// with a fixed lease, checks it (Verify), and is frozen with SIGSTOP for
+// twice the lease; meanwhile a second holder takes the expired lock and
+// writes; then the first is resumed with SIGCONT and writes too — once
 // through a fenced write (rejected: its token is older) and once through a
 // plain SET (it clobbers the second holder's data).
 func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) {
@@ -90,15 +79,14 @@ func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) 
 	}
 	defer rdb.Close()
 	id := randomID()
-	locks := o.Locks
-	if locks == nil {
-		locks = r
-	}
-	kind, addr := serviceOf(locks)
-	args := PauseHolderArgs{Backend: kind, Addr: addr, RedisURL: r.URL, Name: "drill:pause:" + id, Key: "drill:pause:data:" + id, Lease: o.Lease}
+	args := PauseHolderArgs{RedisURL: r.URL, Name: "drill:pause:" + id, Key: "drill:pause:data:" + id, Lease: o.Lease}
 	defer rdb.Del(context.WithoutCancel(ctx), args.Key+":fenced", args.Key+":plain")
-	res := &PauseResult{Backend: kind, LeaseMS: msf(o.Lease)}
+	res := &PauseResult{LeaseMS: msf(o.Lease)}
 	tl := NewTimeline()
+	const lane = "the lock"
+	point := func(who, label string, at time.Duration) {
+		res.points = append(res.points, Point{Lane: lane, Who: who, AtMS: msf(at), Label: label})
+	}
 
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -121,7 +109,7 @@ func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) 
 		_ = cmd.Wait()
 	}()
 	lines := bufio.NewScanner(stdout)
-	line, err := readLine(ctx, lines, 30*time.Second)
+	line, err := readLine(ctx, lines, 10*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("pause: holder process: %w", err)
 	}
@@ -130,28 +118,26 @@ func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) 
 		return nil, fmt.Errorf("pause: holder process said %q", line)
 	}
 	res.PausedHolderToken, _ = strconv.ParseInt(tok, 10, 64)
-	spanA := tl.Begin("lock", "A")
+	spanA := tl.Begin(lane, "A")
 	tl.Add("A", fmt.Sprintf("(pid %d) acquired, lease %v, token %d; Verify: mine", pid, o.Lease, res.PausedHolderToken))
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return nil, err
 	}
 	paused := tl.Since()
-	tl.Add("A", "SIGSTOP: frozen (a stop-the-world GC pause) before its write")
+	point("A", "SIGSTOP: frozen", tl.Add("A", "SIGSTOP: frozen (a stop-the-world GC pause) before its write"))
 
-	cb, err := locks.NewClient(ctx, backend.ClientOptions{Label: "B"})
+	cb, err := dlock.New(rdb, dlock.WithLabel("B"))
 	if err != nil {
 		return nil, err
 	}
 	defer cb.Close()
-	// The server may round the session up (etcd to whole seconds, ZooKeeper
-	// to twice its tick): B waits for as long as that can take.
-	lb, err := cb.Mutex(args.Name).Acquire(ctx, dlock.Wait(3*o.Lease+30*time.Second))
+	lb, err := cb.Mutex(args.Name).Acquire(ctx, dlock.Wait(3*o.Lease))
 	if err != nil {
 		return nil, fmt.Errorf("pause: second holder: %w", err)
 	}
 	res.SecondHolderToken = lb.Token()
 	entered := tl.Add("B", fmt.Sprintf("acquired the expired lock, token %d", lb.Token()))
-	spanB := tl.Begin("lock", "B")
+	spanB := tl.Begin(lane, "B")
 	res.SecondHolderEnteredMS = msf(entered)
 	if err := fence.Set(ctx, rdb, args.Key+":fenced", "written by B", lb.Token(), 0); err != nil {
 		return nil, err
@@ -159,7 +145,7 @@ func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) 
 	if err := rdb.Set(ctx, args.Key+":plain", "written by B", 0).Err(); err != nil {
 		return nil, err
 	}
-	tl.Add("B", "wrote both records")
+	point("B", "writes both records", tl.Add("B", "wrote both records"))
 
 	if err := sleep(ctx, 2*o.Lease-(tl.Since()-paused)); err != nil {
 		return nil, err
@@ -168,7 +154,7 @@ func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) 
 		return nil, err
 	}
 	res.PausedForMS = msf(tl.Since() - paused)
-	tl.Add("A", fmt.Sprintf("SIGCONT after %.0f ms: resumes and writes, believing it still holds the lock", res.PausedForMS))
+	point("A", "SIGCONT: resumes", tl.Add("A", fmt.Sprintf("SIGCONT after %.0f ms: resumes and writes, believing it still holds the lock", res.PausedForMS)))
 	if _, err := io.WriteString(stdin, "write\n"); err != nil {
 		return nil, err
 	}
@@ -180,13 +166,13 @@ func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) 
 		switch line {
 		case "fenced stale":
 			res.PausedHolderWriteRejected = true
-			tl.Add("A", "fenced write: rejected, token older than one the storage has seen")
+			point("A", "fenced write: rejected", tl.Add("A", "fenced write: rejected, token older than one the storage has seen"))
 		case "fenced ok":
-			tl.Add("A", "fenced write: accepted")
+			point("A", "fenced write: accepted", tl.Add("A", "fenced write: accepted"))
 		case "plain ok":
 			res.OverlapMS = msf(tl.Since() - entered)
 			tl.End(spanA)
-			tl.Add("A", "plain SET: done, B's record overwritten")
+			point("A", "plain SET: overwrites B's", tl.Add("A", "plain SET: done, B's record overwritten"))
 		default:
 			return nil, fmt.Errorf("pause: holder process said %q", line)
 		}
@@ -205,6 +191,9 @@ func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) 
 	}
 	tl.Add("B", "unlocked")
 	res.Timeline, res.Spans = tl.Events(), tl.Spans()
+	// The holder took its lease in its own process just before it said
+	// ready: the lease ran out at most this long after the span began.
+	leaseEnds(res.Spans, lane, "A", res.LeaseMS)
 	return res, nil
 }
 
@@ -239,17 +228,12 @@ func PauseHolder(ctx context.Context, a PauseHolderArgs, in io.Reader, out io.Wr
 	}
 	rdb := redis.NewClient(o)
 	defer rdb.Close()
-	b, err := backend.Open(ctx, a.Backend, a.Addr)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	c, err := b.NewClient(ctx, backend.ClientOptions{Label: "A", Session: a.Lease})
+	c, err := dlock.New(rdb, dlock.WithLabel("A"))
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	l, err := c.Mutex(a.Name).Acquire(ctx, dlock.Wait(a.Lease+10*time.Second))
+	l, err := c.Mutex(a.Name).Acquire(ctx, dlock.LeaseTime(a.Lease), dlock.Wait(a.Lease))
 	if err != nil {
 		return err
 	}
@@ -292,9 +276,10 @@ func (r *PauseResult) Print(w io.Writer) {
 // Report returns the drill's HTML report.
 func (r *PauseResult) Report() *Report {
 	return &Report{
-		Title: "pause (002 §4.1): a holder frozen past its lease, then fenced",
-		Spans: r.Spans,
-		Marks: []Mark{{AtMS: r.SecondHolderEnteredMS, Label: "B acquires"}},
+		Title:  "pause (002 §4.1): a holder frozen past its lease, then fenced",
+		Spans:  r.Spans,
+		Points: r.points,
+		Events: r.Timeline,
 		Figures: [][2]string{
 			{"lease / pause", fmt.Sprintf("%.0f ms / %.0f ms", r.LeaseMS, r.PausedForMS)},
 			{"paused holder's fenced write rejected", fmt.Sprint(r.PausedHolderWriteRejected)},

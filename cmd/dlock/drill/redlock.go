@@ -27,6 +27,8 @@ type RedLockResult struct {
 	FencedValue        string  `json:"fenced_value"`
 	Timeline           []Event `json:"timeline"`
 	Spans              []Span  `json:"spans"`
+	points             []Point // for the report
+	marks              []Mark  // for the report
 }
 
 // RedLock replays Kleppmann's counter-example to Redlock: five independent
@@ -57,6 +59,10 @@ func RedLock(ctx context.Context, lease time.Duration) (*RedLockResult, error) {
 	res := &RedLockResult{Nodes: n, LeaseMS: msf(lease)}
 	tl := NewTimeline()
 	name := "drill:redlock:" + randomID()
+	lane := fmt.Sprintf("RedLock on %d masters", n)
+	point := func(who, label string, at time.Duration) {
+		res.points = append(res.points, Point{Lane: lane, Who: who, AtMS: msf(at), Label: label})
+	}
 	mk := func(addr, label string) (*dlock.Client, func(), error) {
 		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 		c, err := dlock.New(rdb, dlock.WithLabel(label))
@@ -89,7 +95,7 @@ func RedLock(ctx context.Context, lease time.Duration) (*RedLockResult, error) {
 		return nil, fmt.Errorf("redlock: A: %w", err)
 	}
 	res.FirstToken = la.Token()
-	spanA := tl.Begin(name, "A")
+	spanA := tl.Begin(lane, "A")
 	tl.Add("A", fmt.Sprintf("acquired on nodes 1-3 (4 and 5 unreachable from A), token %d, lease %v", la.Token(), lease))
 
 	node3 := redis.NewClient(&redis.Options{Addr: nodes[2].Addr()})
@@ -97,7 +103,8 @@ func RedLock(ctx context.Context, lease time.Duration) (*RedLockResult, error) {
 	if err := node3.PExpire(ctx, dlock.DefaultPrefix+"{"+name+"}", time.Millisecond).Err(); err != nil {
 		return nil, err
 	}
-	tl.Add("-", "node 3's clock jumps forward: the lock expires there (PEXPIRE 1ms)")
+	res.marks = append(res.marks, Mark{AtMS: msf(tl.Add("-", "node 3's clock jumps forward: the lock expires there (PEXPIRE 1ms)")),
+		Label: "node 3's clock jumps: A's key expires there"})
 	if err := sleep(ctx, 5*time.Millisecond); err != nil {
 		return nil, err
 	}
@@ -106,7 +113,7 @@ func RedLock(ctx context.Context, lease time.Duration) (*RedLockResult, error) {
 		return nil, fmt.Errorf("redlock: B could not get a quorum: %w", err)
 	}
 	res.SecondToken = lb.Token()
-	spanB := tl.Begin(name, "B")
+	spanB := tl.Begin(lane, "B")
 	tl.Add("B", fmt.Sprintf("acquired on nodes 3-5: a quorum too, token %d", lb.Token()))
 	res.FirstStillBelieves = la.Err() == nil
 	res.DoubleGrant = res.FirstStillBelieves && lb.Err() == nil
@@ -119,17 +126,27 @@ func RedLock(ctx context.Context, lease time.Duration) (*RedLockResult, error) {
 	if err := fence.Set(ctx, store, key, "written by B", lb.Token(), 0); err != nil {
 		return nil, fmt.Errorf("redlock: B's write: %w", err)
 	}
-	tl.Add("B", "writes the resource with its token: accepted")
+	point("B", "fenced write: accepted", tl.Add("B", "writes the resource with its token: accepted"))
 	err = fence.Set(ctx, store, key, "written by A", la.Token(), 0)
 	res.OlderTokenRejected = errors.Is(err, fence.ErrStale)
 	if err != nil && !res.OlderTokenRejected {
 		return nil, fmt.Errorf("redlock: A's write: %w", err)
 	}
-	tl.Add("A", fmt.Sprintf("writes the resource with its older token: %s", errText(err)))
+	at := tl.Add("A", fmt.Sprintf("writes the resource with its older token: %s", errText(err)))
+	if res.OlderTokenRejected {
+		point("A", "fenced write: rejected (older token)", at)
+	} else {
+		point("A", "fenced write: "+errText(err), at)
+	}
 	res.FencedValue, _, _ = fence.Get(ctx, store, key)
 	verr := la.Verify(ctx)
 	res.FirstVerifyError = errText(verr)
-	tl.Add("A", "Verify (check before commit) would have caught it: "+errText(verr))
+	at = tl.Add("A", "Verify (check before commit) would have caught it: "+errText(verr))
+	if verr != nil {
+		point("A", "Verify: lost (no quorum)", at)
+	} else {
+		point("A", "Verify: ok", at)
+	}
 	tl.End(spanA)
 	_ = la.Unlock(context.WithoutCancel(ctx))
 	tl.End(spanB)
@@ -150,12 +167,30 @@ func (r *RedLockResult) Print(w io.Writer) {
 // Report returns the drill's HTML report.
 func (r *RedLockResult) Report() *Report {
 	return &Report{
-		Title: "redlock (000 §2.8): a clock jump on one node gives two clients a quorum",
-		Spans: r.Spans,
+		Title:  "redlock (000 §2.8): a clock jump on one node gives two clients a quorum",
+		Spans:  r.Spans,
+		Points: r.points,
+		Marks:  r.marks,
+		Events: r.Timeline,
+		Zooms:  r.zoom(),
 		Figures: [][2]string{
 			{"double grant", fmt.Sprint(r.DoubleGrant)},
 			{"tokens A / B", fmt.Sprintf("%d / %d", r.FirstToken, r.SecondToken)},
 			{"older token's write rejected", fmt.Sprint(r.OlderTokenRejected)},
 		},
 	}
+}
+
+// zoom is the stretch from A's grant to the two writes, enlarged.
+func (r *RedLockResult) zoom() []Window {
+	if len(r.Spans) == 0 || len(r.points) < 2 {
+		return nil
+	}
+	from := r.Spans[0].StartMS
+	to := r.points[1].AtMS // the second write
+	pad := max((to-from)*0.1, 0.5)
+	return []Window{{
+		Title:  fmt.Sprintf("Enlarged: %.1f – %.1f ms: A's grant, the clock jump, B's grant and both writes", from-pad, to+3*pad),
+		FromMS: from - pad, ToMS: to + 3*pad,
+	}}
 }

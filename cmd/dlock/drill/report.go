@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"html/template"
 	"io"
-	"sort"
 )
 
 // Span is one holder inside one lane (a lock or sku) from StartMS to EndMS.
@@ -14,6 +13,9 @@ type Span struct {
 	StartMS float64 `json:"start_ms"`
 	EndMS   float64 `json:"end_ms"`
 	Bad     bool    `json:"bad,omitempty"` // overlapped another holder
+	// LeaseEndMS is when the holder's lease ran out in Redis (0: it did not
+	// run out while the drill watched, or the drill does not know).
+	LeaseEndMS float64 `json:"lease_end_ms,omitempty"`
 }
 
 // Mark is a moment worth pointing at (a kill, a pause, a promotion).
@@ -22,146 +24,108 @@ type Mark struct {
 	Label string  `json:"label"`
 }
 
-// Report is what an HTML report shows: a timeline of holders per lane, marks,
-// a wait-time histogram and the figures.
+// Point is something one holder did at one moment (a write, a DEL, an
+// Unlock), drawn on that holder's row of the timeline.
+type Point struct {
+	Lane  string  `json:"lane"`
+	Who   string  `json:"who"`
+	AtMS  float64 `json:"at_ms"`
+	Label string  `json:"label"`
+}
+
+// Window is a stretch of the timeline drawn again, enlarged, below it:
+// for events too close together to tell apart at the full scale.
+type Window struct {
+	Title        string
+	FromMS, ToMS float64
+}
+
+// Report is what an HTML report shows: the figures, a timeline with one row
+// per holder (grouped by lane), marks, points and lease ends, enlarged
+// windows of it, a wait-time histogram and the drill's event log.
 type Report struct {
 	Title     string
 	Spans     []Span
 	Marks     []Mark
+	Points    []Point
+	Zooms     []Window
 	Histogram []Bucket
 	Figures   [][2]string // name, value, in order
+	Events    []Event     // the drill's log, shown as a table
 }
 
 // WriteHTML writes r as one self-contained HTML page (inline SVG, no
 // scripts, nothing fetched from the network).
 func (r *Report) WriteHTML(w io.Writer) error {
-	return reportPage.Execute(w, r.layout())
+	page := struct {
+		*Report
+		Timeline  template.HTML
+		Zoomed    []zoomed
+		Histogram template.HTML
+		Key       struct{ Stale, Overlap, Expiry bool }
+	}{Report: r}
+	ov := overlaps(r.Spans)
+	for _, sp := range r.Spans {
+		page.Key.Expiry = page.Key.Expiry || sp.LeaseEndMS > 0
+		page.Key.Stale = page.Key.Stale || sp.LeaseEndMS > sp.StartMS && sp.LeaseEndMS < sp.EndMS
+		page.Key.Overlap = page.Key.Overlap || sp.Bad || len(ov[spanKey(sp)]) > 0
+	}
+	if len(r.Spans) > 0 {
+		page.Timeline = timelineSVG(r, "t", 0, 0)
+		for i, z := range r.Zooms {
+			if z.ToMS > z.FromMS {
+				page.Zoomed = append(page.Zoomed, zoomed{z.Title, timelineSVG(r, fmt.Sprintf("z%d", i), z.FromMS, z.ToMS)})
+			}
+		}
+	}
+	if len(r.Histogram) > 0 {
+		page.Histogram = histogramSVG(r.Histogram)
+	}
+	return reportPage.Execute(w, page)
 }
 
-const (
-	svgWidth  = 960.0
-	laneH     = 26.0
-	labelW    = 120.0
-	maxLanes  = 60
-	histH     = 160.0
-	histBarW  = 48.0
-	histSpace = 8.0
-)
-
-type laidSpan struct {
-	X, Y, W  float64
-	Who, Tip string
-	Bad      bool
-}
-type laidMark struct {
-	X     float64
-	Label string
-}
-type laidBar struct {
-	X, Y, H float64
-	Label   string
-	Count   int
-}
-type layout struct {
-	Title          string
-	Lanes          []laneLabel
-	Spans          []laidSpan
-	Marks          []laidMark
-	Height, Width  float64
-	Bars           []laidBar
-	HistW, HistH   float64
-	Figures        [][2]string
-	MoreLanes      int
-	EndMS          float64
-	HasHist, HasTL bool
-}
-type laneLabel struct {
-	Y    float64
-	Name string
-}
-
-func (r *Report) layout() layout {
-	l := layout{Title: r.Title, Figures: r.Figures, Width: svgWidth}
-	lanes := map[string]int{}
-	var names []string
-	for _, s := range r.Spans {
-		if _, ok := lanes[s.Lane]; !ok {
-			lanes[s.Lane] = len(names)
-			names = append(names, s.Lane)
-		}
-		l.EndMS = max(l.EndMS, s.EndMS)
-	}
-	for _, m := range r.Marks {
-		l.EndMS = max(l.EndMS, m.AtMS)
-	}
-	if len(names) > maxLanes {
-		l.MoreLanes = len(names) - maxLanes
-		names = names[:maxLanes]
-	}
-	scale := (svgWidth - labelW - 10) / max(l.EndMS, 1)
-	for i, n := range names {
-		l.Lanes = append(l.Lanes, laneLabel{Y: float64(i)*laneH + 30 + laneH*0.7, Name: n})
-	}
-	whos := map[string]int{} // each holder its own row inside a lane, so overlaps show
-	for _, s := range r.Spans {
-		i := lanes[s.Lane]
-		if i >= maxLanes {
-			continue
-		}
-		if _, ok := whos[s.Who]; !ok {
-			whos[s.Who] = len(whos)
-		}
-		l.Spans = append(l.Spans, laidSpan{
-			X: labelW + s.StartMS*scale, Y: float64(i)*laneH + 30 + float64(whos[s.Who]%3)*7, W: max((s.EndMS-s.StartMS)*scale, 1),
-			Who: s.Who, Bad: s.Bad,
-			Tip: fmt.Sprintf("%s on %s: %.1f – %.1f ms", s.Who, s.Lane, s.StartMS, s.EndMS),
-		})
-	}
-	sort.Slice(r.Marks, func(i, j int) bool { return r.Marks[i].AtMS < r.Marks[j].AtMS })
-	for _, m := range r.Marks {
-		l.Marks = append(l.Marks, laidMark{X: labelW + m.AtMS*scale, Label: m.Label})
-	}
-	l.Height = float64(len(names))*laneH + 50
-	l.HasTL = len(r.Spans) > 0
-	most := 1
-	for _, b := range r.Histogram {
-		most = max(most, b.Count)
-	}
-	for i, b := range r.Histogram {
-		h := float64(b.Count) / float64(most) * (histH - 40)
-		l.Bars = append(l.Bars, laidBar{
-			X: 10 + float64(i)*(histBarW+histSpace), Y: histH - 25 - h, H: h, Count: b.Count,
-			Label: fmt.Sprintf("≤%g", b.HiMS),
-		})
-	}
-	l.HistW = 20 + float64(len(r.Histogram))*(histBarW+histSpace)
-	l.HistH = histH
-	l.HasHist = len(r.Histogram) > 0
-	return l
+type zoomed struct {
+	Title string
+	SVG   template.HTML
 }
 
 var reportPage = template.Must(template.New("report").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title>
 <style>
-body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}
-h1{font-size:20px} table{border-collapse:collapse} td{padding:2px 12px 2px 0}
-td:first-child{color:#555} .bad{fill:#d33} .ok{fill:#3a7bd5} .mark{stroke:#e80;stroke-width:2}
-text{font-size:11px;fill:#333}
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1040px}
+h1{font-size:20px} h2{font-size:16px;margin-top:28px} table{border-collapse:collapse}
+td,th{padding:2px 12px 2px 0;text-align:left;vertical-align:top} td:first-child{color:#555}
+.log td:first-child{text-align:right;font-variant-numeric:tabular-nums}
+svg text{font-family:system-ui,sans-serif}
+.key span{display:inline-block;width:14px;height:10px;margin:0 4px 0 14px;vertical-align:middle}
 </style></head><body>
 <h1>{{.Title}}</h1>
 <table>{{range .Figures}}<tr><td>{{index . 0}}</td><td><b>{{index . 1}}</b></td></tr>{{end}}</table>
-{{if .HasTL}}<h2>Who held the lock, over time (ms)</h2>
-<svg xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="{{.Height}}">
-{{range .Lanes}}<text x="4" y="{{.Y}}">{{.Name}}</text>{{end}}
-{{range .Spans}}<rect x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="9" class="{{if .Bad}}bad{{else}}ok{{end}}"><title>{{.Tip}}</title></rect>{{if gt .W 30.0}}<text x="{{.X}}" y="{{.Y}}" dx="2" dy="8" style="font-size:8px;fill:#fff">{{.Who}}</text>{{end}}{{end}}
-{{range .Marks}}<line x1="{{.X}}" x2="{{.X}}" y1="14" y2="{{$.Height}}" class="mark"/><text x="{{.X}}" y="12">{{.Label}}</text>{{end}}
-<text x="120" y="{{.Height}}">0</text><text x="{{.Width}}" y="{{.Height}}" text-anchor="end">{{printf "%.0f" .EndMS}} ms</text>
-</svg>
-{{if .MoreLanes}}<p>({{.MoreLanes}} more lanes not drawn)</p>{{end}}
-<p>Blue: one holder. Red: a holder that overlapped another (a double grant).</p>{{end}}
-{{if .HasHist}}<h2>Wait time (ms)</h2>
-<svg xmlns="http://www.w3.org/2000/svg" width="{{.HistW}}" height="{{.HistH}}">
-{{range .Bars}}<rect x="{{.X}}" y="{{.Y}}" width="48" height="{{.H}}" class="ok"/><text x="{{.X}}" y="{{$.HistH}}" dy="-10">{{.Label}}</text><text x="{{.X}}" y="{{.Y}}" dy="-2">{{.Count}}</text>{{end}}
-</svg>{{end}}
+{{if .Timeline}}<h2>Who held the lock, over time</h2>
+{{.Timeline}}
+<p class="key"><span style="background:#3a7bd5"></span>holds the lock
+{{if .Key.Stale}}<span style="background:repeating-linear-gradient(45deg,#3a7bd5 0 3px,#cfdcf3 3px 6px)"></span>still at work after its lease ran out{{end}}
+{{if .Key.Overlap}}<span style="background:#d33"></span>another holder of the same lock is inside too (a double grant){{end}}<br>
+{{if .Key.Expiry}}<span style="border-left:2px dashed #900;height:14px;width:0"></span>its lease runs out in Redis{{end}}
+{{if .Points}}<span style="background:#222;width:8px;height:8px;transform:rotate(45deg)"></span>what it did{{end}}
+{{if .Marks}}<span style="background:#e80;width:2px"></span>an event{{end}}</p>
+{{range .Zoomed}}<h2>{{.Title}}</h2>
+{{.SVG}}{{end}}{{end}}
+{{if .Histogram}}<h2>How long each acquisition waited</h2>
+{{.Histogram}}{{end}}
+{{if .Events}}<h2>What happened</h2>
+<table class="log"><tr><th>ms</th><th>who</th><th>what</th></tr>
+{{range .Events}}<tr><td>{{printf "%.1f" .AtMS}}</td><td>{{.Who}}</td><td>{{.What}}</td></tr>{{end}}</table>{{end}}
 </body></html>
 `))
+
+// leaseEnds sets LeaseEndMS of the first span of who in lane to its start
+// plus lease: when a lease taken at the span's start ran out.
+func leaseEnds(spans []Span, lane, who string, lease float64) {
+	for i := range spans {
+		if spans[i].Lane == lane && spans[i].Who == who {
+			spans[i].LeaseEndMS = spans[i].StartMS + lease
+			return
+		}
+	}
+}
