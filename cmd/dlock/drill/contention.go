@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/cmd/dlock/backend"
 )
 
 // ContentionResult is what the contention drill (000 §3.5) measured.
 type ContentionResult struct {
+	Backend      string   `json:"backend"`
 	Workers      int      `json:"workers"`
 	Loops        int      `json:"loops"`
 	WorkMS       float64  `json:"work_ms"`
@@ -22,6 +24,8 @@ type ContentionResult struct {
 	P90MS        float64  `json:"p90_ms"`
 	P99MS        float64  `json:"p99_ms"`
 	MaxMS        float64  `json:"max_ms"`
+	ElapsedMS    float64  `json:"elapsed_ms"`
+	HandoffsPerS float64  `json:"handoffs_per_s"` // acquisitions per second of the whole run
 	Histogram    []Bucket `json:"histogram"`
 	Spans        []Span   `json:"-"`
 }
@@ -29,7 +33,7 @@ type ContentionResult struct {
 // Contention runs workers × loops acquisitions of one lock, each worker its
 // own Client (as separate service instances would be), holding it for work,
 // and measures the time each acquisition waited.
-func Contention(ctx context.Context, r *Redis, workers, loops int, work time.Duration) (*ContentionResult, error) {
+func Contention(ctx context.Context, b LockService, workers, loops int, work time.Duration) (*ContentionResult, error) {
 	if workers < 1 || loops < 1 || work < 0 {
 		return nil, fmt.Errorf("workers and loops must be >= 1, work >= 0")
 	}
@@ -39,17 +43,17 @@ func Contention(ctx context.Context, r *Redis, workers, loops int, work time.Dur
 	var waits []time.Duration
 	errs := make(chan error, workers)
 	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		rdb, err := r.Client()
-		if err != nil {
-			return nil, err
-		}
-		defer rdb.Close()
-		c, err := dlock.New(rdb, dlock.WithLabel(fmt.Sprintf("worker-%d", w)))
+	clients := make([]backend.Client, workers)
+	for w := range clients {
+		c, err := b.NewClient(ctx, backend.ClientOptions{Label: fmt.Sprintf("worker-%d", w)})
 		if err != nil {
 			return nil, err
 		}
 		defer c.Close()
+		clients[w] = c
+	}
+	start := time.Now()
+	for w, c := range clients {
 		who := fmt.Sprintf("worker-%d", w)
 		wg.Add(1)
 		go func() {
@@ -80,11 +84,13 @@ func Contention(ctx context.Context, r *Redis, workers, loops int, work time.Dur
 		}()
 	}
 	wg.Wait()
+	elapsed := time.Since(start)
 	close(errs)
 	for err := range errs {
 		return nil, err
 	}
-	res := &ContentionResult{Workers: workers, Loops: loops, WorkMS: msf(work), Acquisitions: len(waits)}
+	res := &ContentionResult{Backend: kindOf(b), Workers: workers, Loops: loops, WorkMS: msf(work), Acquisitions: len(waits),
+		ElapsedMS: msf(elapsed), HandoffsPerS: float64(len(waits)) / elapsed.Seconds()}
 	slices.Sort(waits)
 	res.P50MS, res.P90MS = msf(pct(waits, 50)), msf(pct(waits, 90))
 	res.P99MS, res.MaxMS = msf(pct(waits, 99)), msf(waits[len(waits)-1])
@@ -123,6 +129,7 @@ func (r *ContentionResult) Print(w io.Writer) {
 	printHistogram(w, r.Histogram)
 	fmt.Fprintf(w, "\nacquisitions %d   wait p50 %.2f ms   p90 %.2f ms   p99 %.2f ms   max %.2f ms\n",
 		r.Acquisitions, r.P50MS, r.P90MS, r.P99MS, r.MaxMS)
+	fmt.Fprintf(w, "%s: %.0f acquisitions/s over %.0f ms\n", r.Backend, r.HandoffsPerS, r.ElapsedMS)
 }
 
 // Bucket is one bar of a wait-time histogram: waits in (LoMS, HiMS].

@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/cmd/dlock/backend"
 )
 
 // LeaseResult is what the lease drill (000 §3.5) measured. Times are from
 // the first holder's acquire.
 type LeaseResult struct {
+	Backend               string  `json:"backend"`
 	LeaseMS               float64 `json:"lease_ms"`
 	WorkMS                float64 `json:"work_ms"`
 	SecondHolderEnteredMS float64 `json:"second_holder_entered_ms"`
@@ -32,26 +34,21 @@ type LeaseResult struct {
 // (when does the second holder get in, and when does the first learn it lost
 // the lock?), then the same work under the watchdog with its timeout set to
 // the lease (how long does the lock live, and how many renewals keep it?).
-func Lease(ctx context.Context, r *Redis, lease, work time.Duration) (*LeaseResult, error) {
+func Lease(ctx context.Context, b LockService, lease, work time.Duration) (*LeaseResult, error) {
 	if lease <= 0 || work <= 0 {
 		return nil, errors.New("lease and work must be positive")
 	}
-	rdb, err := r.Client()
-	if err != nil {
-		return nil, err
-	}
-	defer rdb.Close()
-	res := &LeaseResult{LeaseMS: msf(lease), WorkMS: msf(work), WatchdogIntervalMS: msf(lease / 3)}
+	res := &LeaseResult{Backend: kindOf(b), LeaseMS: msf(lease), WorkMS: msf(work), WatchdogIntervalMS: msf(lease / 3)}
 	name := "drill:lease:" + randomID()
 
 	// Fixed lease.
 	var renewals renewalCounter
-	ca, err := dlock.New(rdb, dlock.WithLabel("A"), dlock.WithWatchdogTimeout(lease), dlock.WithObserver(&renewals))
+	ca, err := b.NewClient(ctx, backend.ClientOptions{Label: "A", Session: lease, Observer: &renewals})
 	if err != nil {
 		return nil, err
 	}
 	defer ca.Close()
-	cb, err := dlock.New(rdb, dlock.WithLabel("B"))
+	cb, err := b.NewClient(ctx, backend.ClientOptions{Label: "B"})
 	if err != nil {
 		return nil, err
 	}

@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/cmd/dlock/backend"
 	"github.com/dlockgo/dlock/fence"
 	"github.com/redis/go-redis/v9"
 )
 
 // PauseResult is what the pause drill (002 §4.1, Kleppmann's GC pause) measured.
 type PauseResult struct {
+	Backend                   string  `json:"backend"`
 	LeaseMS                   float64 `json:"lease_ms"`
 	PausedForMS               float64 `json:"paused_for_ms"`
 	PausedHolderToken         int64   `json:"paused_holder_token"`
@@ -35,38 +37,48 @@ type PauseResult struct {
 // PauseOptions configure the pause drill.
 type PauseOptions struct {
 	Lease time.Duration
+	// Locks is the lock service both holders use; nil: the storage Redis.
+	Locks LockService
 	// Spawn returns the command that runs PauseHolder in a child process
 	// with args (see PauseHolderArgs); the drill pipes its stdin and stdout.
 	Spawn func(ctx context.Context, args []string) *exec.Cmd
 }
 
 // PauseHolderArgs are the arguments Pause passes to Spawn, in order:
-// redis URL, lock name, data key, lease.
+// backend kind, backend address, storage Redis URL, lock name, data key,
+// lease.
 type PauseHolderArgs struct {
+	Backend, Addr       string
 	RedisURL, Name, Key string
 	Lease               time.Duration
 }
 
 func (a PauseHolderArgs) list() []string {
-	return []string{a.RedisURL, a.Name, a.Key, a.Lease.String()}
+	return []string{a.Backend, a.Addr, a.RedisURL, a.Name, a.Key, a.Lease.String()}
 }
 
 // ParsePauseHolderArgs reads what Pause passed to Spawn.
 func ParsePauseHolderArgs(args []string) (PauseHolderArgs, error) {
-	if len(args) != 4 {
-		return PauseHolderArgs{}, fmt.Errorf("pause holder: want 4 arguments, got %d", len(args))
+	if len(args) != 6 {
+		return PauseHolderArgs{}, fmt.Errorf("pause holder: want 6 arguments, got %d", len(args))
 	}
-	d, err := time.ParseDuration(args[3])
+	d, err := time.ParseDuration(args[5])
 	if err != nil {
 		return PauseHolderArgs{}, err
 	}
-	return PauseHolderArgs{RedisURL: args[0], Name: args[1], Key: args[2], Lease: d}, nil
+	if d <= 0 {
+		return PauseHolderArgs{}, fmt.Errorf("pause holder: lease %v: want > 0", d)
+	}
+	return PauseHolderArgs{Backend: args[0], Addr: args[1], RedisURL: args[2], Name: args[3], Key: args[4], Lease: d}, nil
 }
 
-// Pause runs the pause drill: a holder in a child process takes the lock
-// with a fixed lease, checks it (Verify), and is frozen with SIGSTOP for
-// twice the lease; meanwhile a second holder takes the expired lock and
-// writes; then the first is resumed with SIGCONT and writes too — once
+// Pause runs the pause drill with r as the storage both holders write to
+// (and as the lock service unless o.Locks is set): a holder in a child
+// process takes the lock with its session (watchdog timeout, etcd lease
+// TTL, ZooKeeper session timeout) set to the lease, checks it (Verify), and
+// is frozen with SIGSTOP for twice the lease, or until the second holder
+// wrote if that is later; meanwhile a second holder takes the expired lock
+// and writes; then the first is resumed with SIGCONT and writes too — once
 // through a fenced write (rejected: its token is older) and once through a
 // plain SET (it clobbers the second holder's data).
 func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) {
@@ -79,9 +91,14 @@ func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) 
 	}
 	defer rdb.Close()
 	id := randomID()
-	args := PauseHolderArgs{RedisURL: r.URL, Name: "drill:pause:" + id, Key: "drill:pause:data:" + id, Lease: o.Lease}
+	locks := o.Locks
+	if locks == nil {
+		locks = r
+	}
+	kind, addr := serviceOf(locks)
+	args := PauseHolderArgs{Backend: kind, Addr: addr, RedisURL: r.URL, Name: "drill:pause:" + id, Key: "drill:pause:data:" + id, Lease: o.Lease}
 	defer rdb.Del(context.WithoutCancel(ctx), args.Key+":fenced", args.Key+":plain")
-	res := &PauseResult{LeaseMS: msf(o.Lease)}
+	res := &PauseResult{Backend: kind, LeaseMS: msf(o.Lease)}
 	tl := NewTimeline()
 	const lane = "the lock"
 	point := func(who, label string, at time.Duration) {
@@ -109,7 +126,7 @@ func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) 
 		_ = cmd.Wait()
 	}()
 	lines := bufio.NewScanner(stdout)
-	line, err := readLine(ctx, lines, 10*time.Second)
+	line, err := readLine(ctx, lines, 30*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("pause: holder process: %w", err)
 	}
@@ -126,12 +143,14 @@ func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) 
 	paused := tl.Since()
 	point("A", "SIGSTOP: frozen", tl.Add("A", "SIGSTOP: frozen (a stop-the-world GC pause) before its write"))
 
-	cb, err := dlock.New(rdb, dlock.WithLabel("B"))
+	cb, err := locks.NewClient(ctx, backend.ClientOptions{Label: "B"})
 	if err != nil {
 		return nil, err
 	}
 	defer cb.Close()
-	lb, err := cb.Mutex(args.Name).Acquire(ctx, dlock.Wait(3*o.Lease))
+	// The server may round the session up (etcd to whole seconds, ZooKeeper
+	// to twice its tick): B waits for as long as that can take.
+	lb, err := cb.Mutex(args.Name).Acquire(ctx, dlock.Wait(3*o.Lease+30*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("pause: second holder: %w", err)
 	}
@@ -228,12 +247,17 @@ func PauseHolder(ctx context.Context, a PauseHolderArgs, in io.Reader, out io.Wr
 	}
 	rdb := redis.NewClient(o)
 	defer rdb.Close()
-	c, err := dlock.New(rdb, dlock.WithLabel("A"))
+	b, err := backend.Open(ctx, a.Backend, a.Addr)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	c, err := b.NewClient(ctx, backend.ClientOptions{Label: "A", Session: a.Lease})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	l, err := c.Mutex(a.Name).Acquire(ctx, dlock.LeaseTime(a.Lease), dlock.Wait(a.Lease))
+	l, err := c.Mutex(a.Name).Acquire(ctx, dlock.Wait(a.Lease+10*time.Second))
 	if err != nil {
 		return err
 	}
