@@ -106,6 +106,9 @@ type FailoverRun struct {
 	StaleWritesRejected int64   `json:"stale_writes_rejected"`
 	AcquireErrors       int64   `json:"acquire_errors"`
 	FailoverMS          float64 `json:"failover_ms"`
+	// LongestGapMS is the longest stretch, from the fault to the end of the
+	// run, in which no worker acquired any lock.
+	LongestGapMS float64 `json:"longest_gap_ms"`
 }
 
 // FailoverMode sums one mode's runs.
@@ -119,7 +122,8 @@ type FailoverMode struct {
 	Oversold            int64   `json:"oversold"`
 	StaleWritesRejected int64   `json:"stale_writes_rejected"`
 	AcquireErrors       int64   `json:"acquire_errors"`
-	FailoverMS          float64 `json:"failover_ms"` // mean over runs
+	FailoverMS          float64 `json:"failover_ms"`    // mean over runs
+	LongestGapMS        float64 `json:"longest_gap_ms"` // the longest over runs
 }
 
 // FailoverResult is what the failover drill measured.
@@ -170,6 +174,7 @@ func Failover(ctx context.Context, o FailoverOptions) (*FailoverResult, error) {
 			m.StaleWritesRejected += r.StaleWritesRejected
 			m.AcquireErrors += r.AcquireErrors
 			m.FailoverMS += (r.FailoverMS - m.FailoverMS) / float64(m.Runs)
+			m.LongestGapMS = max(m.LongestGapMS, r.LongestGapMS)
 			if m.WindowAcquisitions > 0 {
 				m.DoubleGrantRate = float64(m.DoubleGrants) / float64(m.WindowAcquisitions)
 			}
@@ -424,6 +429,7 @@ func failoverRun(ctx context.Context, o FailoverOptions, run int, mode string) (
 
 	n, spans, bad := wit.doubleGrants()
 	r.Acquisitions, r.DoubleGrants = len(spans), n
+	r.LongestGapMS = msf(longestGap(spans, faultAt, time.Since(wit.t0)))
 	windowEnd := recovered + o.Lease
 	for _, s := range spans {
 		if s.start >= faultAt && s.start <= windowEnd {
@@ -504,11 +510,19 @@ func (r *FailoverResult) Print(w io.Writer) {
 	fmt.Fprintf(w, "failover (%s): %d workers on %d skus, %.0f ms inside the lock, lease %.0f ms, %d replicas, %d runs per mode\n\n",
 		r.Fault, r.Workers, r.SKUs, r.SectionMS, r.LeaseMS, r.Replicas, len(r.Runs)/max(1, len(r.order)))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tacquisitions\tin window\tdouble grants\tdouble-grant rate\tlocks lost at failover\toversold\tstale writes rejected\tacquire errors\tfailover ms\t")
+	fmt.Fprintln(tw, "run\tmode\tacquisitions\tin window\tdouble grants\tlocks lost at failover\toversold\tstale writes rejected\tacquire errors\tfailover ms\tlongest gap ms\t")
+	for _, x := range r.Runs {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t\n", x.Run, x.Mode, x.Acquisitions, x.WindowAcquisitions,
+			x.DoubleGrants, x.LocksLostAtFailover, x.Oversold, x.StaleWritesRejected, x.AcquireErrors, x.FailoverMS, x.LongestGapMS)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tacquisitions\tin window\tdouble grants\tdouble-grant rate\tlocks lost at failover\toversold\tstale writes rejected\tacquire errors\tfailover ms\tlongest gap ms\t")
 	for _, m := range r.order {
 		x := r.Modes[m]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.4f%%\t%d\t%d\t%d\t%d\t%.0f\t\n", m, x.Acquisitions, x.WindowAcquisitions,
-			x.DoubleGrants, 100*x.DoubleGrantRate, x.LocksLostAtFailover, x.Oversold, x.StaleWritesRejected, x.AcquireErrors, x.FailoverMS)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.4f%%\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t\n", m, x.Acquisitions, x.WindowAcquisitions,
+			x.DoubleGrants, 100*x.DoubleGrantRate, x.LocksLostAtFailover, x.Oversold, x.StaleWritesRejected, x.AcquireErrors, x.FailoverMS, x.LongestGapMS)
 	}
 	tw.Flush()
 }
@@ -526,4 +540,21 @@ func (r *FailoverResult) Report() *Report {
 			x.DoubleGrants, x.WindowAcquisitions, 100*x.DoubleGrantRate, x.LocksLostAtFailover, x.Oversold, x.StaleWritesRejected, x.FailoverMS)})
 	}
 	return rep
+}
+
+// longestGap returns the longest stretch in [from, to] in which no span
+// started: the time the service granted no lock at all.
+func longestGap(spans []holdSpan, from, to time.Duration) time.Duration {
+	starts := make([]time.Duration, 0, len(spans))
+	for _, s := range spans {
+		if s.start >= from && s.start <= to {
+			starts = append(starts, s.start)
+		}
+	}
+	slices.Sort(starts)
+	gap, last := time.Duration(0), from
+	for _, at := range starts {
+		gap, last = max(gap, at-last), at
+	}
+	return max(gap, to-last)
 }
