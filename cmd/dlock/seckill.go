@@ -4,11 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/dlockgo/dlock/cmd/dlock/drill"
 	"github.com/dlockgo/dlock/cmd/dlock/inventory"
@@ -23,24 +20,29 @@ func newSeckillCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "seckill",
 		Short: "Run the flash sale: buyers race for a few units through every strategy, measured",
-		Long: `Run the flash sale of the articles (002 §4.5): --buyers buyers at once for --stock units,
-through --replicas simulated service replicas (each with its own Redis client, lock client and
-database pool: no in-process lock can help), once per strategy. Prints one row per strategy:
-sold, oversold, final stock, lock keys left behind, buy requests handled per second, latency
-percentiles, sold-out and busy answers, stale writes the fence rejected, and whether the
-books reconcile.
+		Long: `Run the flash sale of the articles (002 §4.5): --buyers buyers for --stock units, at most
+--concurrency of them in flight at once (a buyer is one request: a worker takes the next buyer
+when its request ends), through --replicas simulated service replicas (each with its own Redis
+client, lock client and database pool: no in-process lock can help), once per strategy. Prints
+one row per strategy: sold, oversold, final stock, lock keys left behind, buy requests handled
+per second, latency percentiles, sold-out and busy answers, stale writes the fence rejected,
+and a verdict: clean, UNSOLD (units left while buyers were turned away; the line below the
+table says why) or PROBLEMS (the books do not reconcile). Runs longer than 2 s show their
+progress on stderr.
 
 With no --redis it starts redis-server from PATH on a free port (or an in-process miniredis);
-with no --db it uses SQLite in a temp dir. With --target it drives running 'dlock serve'
-processes over HTTP instead (start them with --stock SKU=QTY and pass --sku).`,
+with no --db it uses SQLite in a temp dir. In a database or Redis you give, each strategy's sku,
+orders, idempotency rows and Redis keys are removed once measured (--keep leaves them and says
+where). With --target it drives running 'dlock serve' processes over HTTP instead (start them
+with --stock SKU=QTY and pass --sku).`,
 		Example: "  dlock seckill\n" +
 			"  dlock seckill --buyers 5000 --stock 1000 --strategy conditional --strategy lock\n" +
 			"  dlock seckill --redis redis://127.0.0.1:6379/0 --db postgres://postgres@127.0.0.1:5432/test --json\n" +
 			"  dlock seckill --target http://127.0.0.1:8081 --target http://127.0.0.1:8082 --sku 1001",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if o.Buyers < 1 || o.Stock < 0 || o.Replicas < 1 {
-				return usagef("--buyers and --replicas must be >= 1, --stock >= 0")
+			if o.Buyers < 1 || o.Stock < 0 || o.Replicas < 1 || o.Replicas > 1000 || o.Concurrency < 1 {
+				return usagef("--buyers and --concurrency must be >= 1, --replicas 1..1000, --stock >= 0")
 			}
 			for _, s := range o.Strategies {
 				if !slices.Contains(inventory.Names, s) {
@@ -55,7 +57,7 @@ processes over HTTP instead (start them with --stock SKU=QTY and pass --sku).`,
 			var err error
 			if len(targets) > 0 {
 				fmt.Fprintf(f.infoOut(c), "targets: %s\n", strings.Join(targets, ", "))
-				res, err = drill.SeckillHTTP(c.Context(), targets, sku, o.Buyers, o.Seed, bar.update)
+				res, err = drill.SeckillHTTP(c.Context(), targets, sku, o.Buyers, o.Concurrency, o.Seed, bar.update)
 				if errors.Is(err, drill.ErrUnreachable) {
 					return usageError{err}
 				}
@@ -97,6 +99,9 @@ processes over HTTP instead (start them with --stock SKU=QTY and pass --sku).`,
 						return err
 					}
 				}
+				if res.Leftovers != "" {
+					fmt.Fprintln(c.ErrOrStderr(), res.Leftovers)
+				}
 				return nil
 			}
 			fmt.Fprintln(c.OutOrStdout())
@@ -108,7 +113,9 @@ processes over HTTP instead (start them with --stock SKU=QTY and pass --sku).`,
 		},
 	}
 	f.register(c)
-	c.Flags().IntVar(&o.Buyers, "buyers", 500, "concurrent buyers, one unit each")
+	c.Flags().IntVar(&o.Buyers, "buyers", 500, "buyers, one unit each")
+	c.Flags().IntVar(&o.Concurrency, "concurrency", drill.DefaultSeckillConcurrency, "buyers in flight at once")
+	c.Flags().BoolVar(&o.Keep, "keep", false, "leave the run's skus, orders and Redis keys in the --db and --redis you gave (default: removed)")
 	c.Flags().IntVar(&o.Stock, "stock", 10, "units on sale")
 	c.Flags().IntVar(&o.Replicas, "replicas", 3, "simulated service replicas")
 	c.Flags().StringArrayVar(&o.Strategies, "strategy", nil, "strategy to run (repeatable; default all: "+strings.Join(inventory.Names, ", ")+")")
@@ -162,47 +169,4 @@ func dbKind(dsn string) string {
 		return "postgresql"
 	}
 	return "sqlite " + dsn
-}
-
-// progress draws a one-line progress bar on a terminal.
-type progress struct {
-	mu   sync.Mutex
-	w    io.Writer
-	on   bool
-	last int
-}
-
-// newProgress returns a bar on w, drawn only when enabled and w is a terminal.
-func newProgress(w io.Writer, enabled bool) *progress {
-	f, ok := w.(*os.File)
-	on := enabled && ok
-	if on {
-		st, err := f.Stat()
-		on = err == nil && st.Mode()&os.ModeCharDevice != 0
-	}
-	return &progress{w: w, on: on}
-}
-
-func (p *progress) update(what string, done, total int) {
-	if !p.on {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	pctDone := done * 100 / max(total, 1)
-	if pctDone == p.last && done != total {
-		return
-	}
-	p.last = pctDone
-	n := pctDone * 30 / 100
-	fmt.Fprintf(p.w, "\r%-12s [%s%s] %d/%d", what, strings.Repeat("#", n), strings.Repeat(".", 30-n), done, total)
-}
-
-func (p *progress) finish() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.on && p.last >= 0 {
-		fmt.Fprint(p.w, "\r\033[K")
-		p.last = -1
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,8 +23,17 @@ import (
 
 // SeckillOptions configure a flash sale.
 type SeckillOptions struct {
-	Buyers     int      // concurrent buyers, one purchase of one unit each
-	Stock      int      // units on sale
+	Buyers int // buyers, one purchase of one unit each
+	Stock  int // units on sale
+	// Concurrency bounds the buyers in flight at once (default
+	// DefaultSeckillConcurrency): a buyer is one request, and a worker
+	// takes the next buyer when its request ends, so memory does not grow
+	// with Buyers.
+	Concurrency int
+	// Keep leaves each strategy's sku, its orders, idempotency rows and
+	// Redis keys where the run made them; by default they are removed
+	// once the row is measured (a temp SQLite is removed anyway).
+	Keep       bool
 	Replicas   int      // simulated service replicas, each its own Redis client, lock client and DB pool
 	Strategies []string // inventory strategy names; empty: all
 	DSN        string   // database; "" is SQLite in a temp dir
@@ -34,24 +44,37 @@ type SeckillOptions struct {
 	Progress func(strategy string, done, total int)
 }
 
+// DefaultSeckillConcurrency is the default of SeckillOptions.Concurrency.
+const DefaultSeckillConcurrency = 128
+
+// Verdicts of a SeckillRow.
+const (
+	VerdictClean    = "clean"    // the books reconcile and every unit sold, or every buyer was served
+	VerdictUnsold   = "UNSOLD"   // units left while buyers were turned away (busy or errors)
+	VerdictProblems = "PROBLEMS" // the books do not reconcile (oversold, lost units, …)
+)
+
 // SeckillRow is one strategy's flash sale.
 type SeckillRow struct {
-	Strategy            string   `json:"strategy"`
-	Buyers              int      `json:"buyers"`
-	Stock               int      `json:"stock"`
-	Sold                int64    `json:"sold"`
-	Oversold            int64    `json:"oversold"`
-	FinalStock          int64    `json:"final_stock"`
-	LeakedLockKeys      int      `json:"leaked_lock_keys"`
-	OrdersPerSec        float64  `json:"orders_per_sec"`
-	P50MS               float64  `json:"p50_ms"`
-	P99MS               float64  `json:"p99_ms"`
-	SoldOut             int      `json:"sold_out"`
-	Busy                int      `json:"busy"`
-	Errors              int      `json:"errors"`
-	StaleWritesRejected int64    `json:"stale_writes_rejected"`
-	ReconcileClean      bool     `json:"reconcile_clean"`
-	Problems            []string `json:"problems,omitempty"`
+	Strategy            string  `json:"strategy"`
+	Buyers              int     `json:"buyers"`
+	Stock               int     `json:"stock"`
+	Sold                int64   `json:"sold"`
+	Oversold            int64   `json:"oversold"`
+	FinalStock          int64   `json:"final_stock"`
+	LeakedLockKeys      int     `json:"leaked_lock_keys"`
+	OrdersPerSec        float64 `json:"orders_per_sec"`
+	P50MS               float64 `json:"p50_ms"`
+	P99MS               float64 `json:"p99_ms"`
+	SoldOut             int     `json:"sold_out"`
+	Busy                int     `json:"busy"`
+	Errors              int     `json:"errors"`
+	StaleWritesRejected int64   `json:"stale_writes_rejected"`
+	ReconcileClean      bool    `json:"reconcile_clean"`
+	// Unsold counts the units left unsold although buyers were turned away.
+	Unsold   int64    `json:"unsold"`
+	Verdict  string   `json:"verdict"`
+	Problems []string `json:"problems,omitempty"`
 }
 
 // SeckillResult is a whole run.
@@ -60,6 +83,10 @@ type SeckillResult struct {
 	Database string       `json:"database"`
 	Replicas int          `json:"replicas"`
 	Rows     []SeckillRow `json:"rows"`
+	// Leftovers says what the run left in a database or Redis the user
+	// gave, and why, or what it removed; empty when there was nothing to
+	// say (a temp database and an embedded Redis).
+	Leftovers string `json:"leftovers,omitempty"`
 }
 
 // Seckill runs the flash sale of 002 §4.5 for every strategy: Buyers buyers
@@ -67,8 +94,11 @@ type SeckillResult struct {
 // share nothing but Redis and the database (so an in-process mutex could
 // not help), then reconciles the books and looks for lock keys left behind.
 func Seckill(ctx context.Context, r *Redis, o SeckillOptions) (*SeckillResult, error) {
-	if o.Buyers < 1 || o.Stock < 0 || o.Replicas < 1 {
-		return nil, errors.New("seckill: buyers and replicas must be >= 1, stock >= 0")
+	if o.Buyers < 1 || o.Stock < 0 || o.Replicas < 1 || o.Concurrency < 0 {
+		return nil, errors.New("seckill: buyers and replicas must be >= 1, stock and concurrency >= 0")
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = DefaultSeckillConcurrency
 	}
 	names := o.Strategies
 	if len(names) == 0 {
@@ -89,14 +119,40 @@ func Seckill(ctx context.Context, r *Redis, o SeckillOptions) (*SeckillResult, e
 		dsn, dbKind = "sqlite:"+filepath.Join(dir, "shop.db"), "sqlite (temp dir, removed at exit)"
 	}
 	res := &SeckillResult{Redis: r.Kind, Database: dbKind, Replicas: o.Replicas}
+	var skus []string
 	for _, n := range names {
-		row, err := sale(ctx, r, dsn, n, o)
+		row, sku, err := sale(ctx, r, dsn, n, o)
 		if err != nil {
 			return nil, fmt.Errorf("seckill %s: %w", n, err)
 		}
 		res.Rows = append(res.Rows, row)
+		skus = append(skus, sku)
 	}
+	res.Leftovers = leftovers(o, r, skus)
 	return res, nil
+}
+
+// leftovers says what the run did with the rows and keys it made in the
+// servers the user gave.
+func leftovers(o SeckillOptions, r *Redis, skus []string) string {
+	var where []string
+	if o.DSN != "" {
+		where = append(where, "the database")
+	}
+	if r.close == nil { // the user's Redis
+		where = append(where, "Redis")
+	}
+	if len(where) == 0 {
+		return ""
+	}
+	list := strings.Join(skus, ", ")
+	if !o.Keep {
+		return "removed from " + strings.Join(where, " and ") + " what the run made for skus " + list +
+			" (stock rows, orders, idempotency rows, Redis keys); --keep leaves them"
+	}
+	return "left, as --keep asks: in the database the stock rows of skus " + list +
+		", their orders and the idempotency rows buy:<sku>-req-<n>; in Redis the keys " +
+		inventory.DefaultRedisPrefix + "{<sku>}:* and " + dlock.DefaultPrefix + "{" + inventory.LockName("<sku>") + "}:fence"
 }
 
 // replica is one simulated service instance.
@@ -118,9 +174,15 @@ func (p *replica) close() {
 	_ = p.rdb.Close()
 }
 
-func sale(ctx context.Context, r *Redis, dsn, name string, o SeckillOptions) (SeckillRow, error) {
+func sale(ctx context.Context, r *Redis, dsn, name string, o SeckillOptions) (_ SeckillRow, sku string, err error) {
 	row := SeckillRow{Strategy: name, Buyers: o.Buyers, Stock: o.Stock}
-	sku := "sk-" + name + "-" + randomID()
+	sku = "sk-" + name + "-" + randomID()
+	row, err = runSale(ctx, r, dsn, name, sku, o, row)
+	return row, sku, err
+}
+
+// runSale sells sku through the strategy name and measures the row.
+func runSale(ctx context.Context, r *Redis, dsn, name, sku string, o SeckillOptions, row SeckillRow) (SeckillRow, error) {
 	reps := make([]*replica, o.Replicas)
 	defer func() {
 		for _, p := range reps {
@@ -170,30 +232,54 @@ func sale(ctx context.Context, r *Redis, dsn, name string, o SeckillOptions) (Se
 	}
 
 	rng := rand.New(rand.NewPCG(o.Seed, 0x5eccc1))
-	serve := make([]int, o.Buyers)
+	serve := make([]int32, o.Buyers)
 	for i := range serve {
-		serve[i] = rng.IntN(o.Replicas)
+		serve[i] = int32(rng.IntN(o.Replicas))
 	}
 	lat := make([]time.Duration, o.Buyers)
 	outcome := make([]inventory.Outcome, o.Buyers)
-	var done atomic.Int64
+	var (
+		done, next atomic.Int64
+		firstMu    sync.Mutex
+		firstErr   error
+		firstBusy  string
+	)
+	buy := func(i int) {
+		t0 := time.Now()
+		res, err := reps[serve[i]].strategy.Buy(ctx, sku, 1, "buyer-"+strconv.Itoa(i), sku+"-req-"+strconv.Itoa(i))
+		lat[i] = time.Since(t0)
+		outcome[i] = res.Outcome
+		if err != nil || res.Outcome == inventory.Busy {
+			if err != nil {
+				outcome[i] = inventory.Failed
+			}
+			firstMu.Lock()
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			if res.Outcome == inventory.Busy && firstBusy == "" {
+				firstBusy = res.Reason
+			}
+			firstMu.Unlock()
+		}
+		n := int(done.Add(1))
+		if o.Progress != nil {
+			o.Progress(name, n, o.Buyers)
+		}
+	}
 	start := make(chan struct{})
 	var wg sync.WaitGroup
-	for i := 0; i < o.Buyers; i++ {
+	for range min(o.Concurrency, o.Buyers) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			t0 := time.Now()
-			res, err := reps[serve[i]].strategy.Buy(ctx, sku, 1, fmt.Sprintf("buyer-%d", i), fmt.Sprintf("%s-req-%d", sku, i))
-			lat[i] = time.Since(t0)
-			outcome[i] = res.Outcome
-			if err != nil {
-				outcome[i] = inventory.Failed
-			}
-			n := int(done.Add(1))
-			if o.Progress != nil {
-				o.Progress(name, n, o.Buyers)
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= o.Buyers {
+					return
+				}
+				buy(i)
 			}
 		}()
 	}
@@ -219,7 +305,7 @@ func sale(ctx context.Context, r *Redis, dsn, name string, o SeckillOptions) (Se
 			return row, err
 		}
 	}
-	for i, oc := range outcome {
+	for _, oc := range outcome {
 		switch oc {
 		case inventory.SoldOut:
 			row.SoldOut++
@@ -228,7 +314,6 @@ func sale(ctx context.Context, r *Redis, dsn, name string, o SeckillOptions) (Se
 		case inventory.Failed:
 			row.Errors++
 		}
-		_ = i
 	}
 	slices.Sort(lat)
 	row.P50MS, row.P99MS = msf(pct(lat, 50)), msf(pct(lat, 99))
@@ -244,8 +329,54 @@ func sale(ctx context.Context, r *Redis, dsn, name string, o SeckillOptions) (Se
 			row.StaleWritesRejected += f.Rejected()
 		}
 	}
-	row.LeakedLockKeys, err = leakedLockKeys(ctx, reps[0].rdb, inventory.LockName(sku))
+	if turnedAway := row.Busy + row.Errors; rep.Qty > 0 && turnedAway > 0 {
+		row.Unsold = rep.Qty
+		why := fmt.Sprintf("left %d of %d units unsold while turning %d buyers away", rep.Qty, o.Stock, turnedAway)
+		if row.Busy > 0 {
+			why += fmt.Sprintf("; %d busy (%s)", row.Busy, firstBusy)
+		}
+		if row.Errors > 0 {
+			why += fmt.Sprintf("; %d errors, the first: %v", row.Errors, firstErr)
+		}
+		row.Problems = append(row.Problems, why)
+	} else if row.Errors > 0 {
+		row.Problems = append(row.Problems, fmt.Sprintf("%d errors, the first: %v", row.Errors, firstErr))
+	}
+	switch {
+	case !row.ReconcileClean:
+		row.Verdict = VerdictProblems
+	case row.Unsold > 0:
+		row.Verdict = VerdictUnsold
+	default:
+		row.Verdict = VerdictClean
+	}
+	if row.LeakedLockKeys, err = leakedLockKeys(ctx, reps[0].rdb, inventory.LockName(sku)); err != nil {
+		return row, err
+	}
+	if !o.Keep {
+		err = removeSale(ctx, reps[0], sku)
+	}
 	return row, err
+}
+
+// removeSale removes what the sale of sku left: its rows in the database,
+// prededuct's keys and the lock's keys (the fence counter too).
+func removeSale(ctx context.Context, p *replica, sku string) error {
+	if _, err := inventory.RemoveSKU(ctx, p.store, sku, sku+"-req-"); err != nil {
+		return err
+	}
+	if pre, ok := p.strategy.(*inventory.Prededuct); ok {
+		if err := pre.RemoveKeys(ctx, sku); err != nil {
+			return err
+		}
+	}
+	iter := p.rdb.Scan(ctx, 0, dlock.DefaultPrefix+"{"+inventory.LockName(sku)+"}*", 100).Iterator()
+	for iter.Next(ctx) {
+		if err := p.rdb.Del(ctx, iter.Val()).Err(); err != nil {
+			return fmt.Errorf("remove %s: %w", iter.Val(), err)
+		}
+	}
+	return iter.Err()
 }
 
 // leakedLockKeys counts the keys of lock name still in Redis, fence counter
@@ -264,11 +395,11 @@ func leakedLockKeys(ctx context.Context, rdb *redis.Client, name string) (int, e
 // Print writes the table.
 func (r *SeckillResult) Print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\tbuyers\tstock\tsold\toversold\tfinal stock\tleaked lock keys\torders/s\tp50 ms\tp99 ms\tsold out\tbusy\terrors\tstale writes rejected\treconciled\t")
+	fmt.Fprintln(tw, "strategy\tbuyers\tstock\tsold\toversold\tfinal stock\tleaked lock keys\torders/s\tp50 ms\tp99 ms\tsold out\tbusy\terrors\tstale writes rejected\tverdict\t")
 	for _, x := range r.Rows {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%s\t\n",
 			x.Strategy, x.Buyers, x.Stock, x.Sold, x.Oversold, x.FinalStock, x.LeakedLockKeys,
-			x.OrdersPerSec, x.P50MS, x.P99MS, x.SoldOut, x.Busy, x.Errors, x.StaleWritesRejected, clean(x))
+			x.OrdersPerSec, x.P50MS, x.P99MS, x.SoldOut, x.Busy, x.Errors, x.StaleWritesRejected, verdict(x))
 	}
 	tw.Flush()
 	for _, x := range r.Rows {
@@ -276,11 +407,20 @@ func (r *SeckillResult) Print(w io.Writer) {
 			fmt.Fprintf(w, "  %s: %s\n", x.Strategy, p)
 		}
 	}
+	if r.Leftovers != "" {
+		fmt.Fprintf(w, "\n%s\n", r.Leftovers)
+	}
 }
 
-func clean(x SeckillRow) string {
-	if x.ReconcileClean {
-		return "clean"
+// verdict is the row's verdict, computed for rows made without one.
+func verdict(x SeckillRow) string {
+	switch {
+	case x.Verdict != "":
+		return x.Verdict
+	case !x.ReconcileClean:
+		return VerdictProblems
+	case x.Unsold > 0:
+		return VerdictUnsold
 	}
-	return "PROBLEMS"
+	return VerdictClean
 }

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Progress timing: nothing is shown for runs shorter than progressDelay; a
+// terminal's bar is redrawn at most every progressTTY, other writers get a
+// plain line every progressLine.
+const (
+	progressDelay = 2 * time.Second
+	progressTTY   = 100 * time.Millisecond
+	progressLine  = 5 * time.Second
+)
+
+// progress shows how far a long run is on stderr: a bar redrawn in place
+// on a terminal, a line now and then elsewhere (a log, a pipe). It is safe
+// for concurrent use.
+type progress struct {
+	mu      sync.Mutex
+	w       io.Writer
+	on, tty bool
+	start   time.Time // the first update
+	last    time.Time // the last drawing
+	drawn   bool      // a bar is on the terminal's line
+	now     func() time.Time
+}
+
+// newProgress returns a progress display on w, or one that shows nothing
+// when not enabled.
+func newProgress(w io.Writer, enabled bool) *progress {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		st, err := f.Stat()
+		tty = err == nil && st.Mode()&os.ModeCharDevice != 0
+	}
+	return &progress{w: w, on: enabled, tty: tty, now: time.Now}
+}
+
+// update reports done of total for the part of the run called what.
+func (p *progress) update(what string, done, total int) {
+	if !p.on {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	if p.start.IsZero() {
+		p.start = now
+	}
+	elapsed := now.Sub(p.start)
+	if elapsed < progressDelay {
+		return
+	}
+	every := progressLine
+	if p.tty {
+		every = progressTTY
+	}
+	if now.Sub(p.last) < every && done != total {
+		return
+	}
+	p.last = now
+	pct := done * 100 / max(total, 1)
+	if !p.tty {
+		fmt.Fprintf(p.w, "%s: %d/%d (%d%%), %s elapsed\n", what, done, total, pct, elapsed.Round(time.Second))
+		return
+	}
+	n := pct * 30 / 100
+	fmt.Fprintf(p.w, "\r%-12s [%s%s] %d/%d %3d%% %s", what, strings.Repeat("#", n), strings.Repeat(".", 30-n), done, total, pct, elapsed.Round(time.Second))
+	p.drawn = true
+}
+
+// finish clears the terminal's bar.
+func (p *progress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drawn {
+		fmt.Fprint(p.w, "\r\033[K")
+		p.drawn = false
+	}
+}
