@@ -48,19 +48,26 @@ func FuzzPostOrder(f *testing.F) {
 		f.Fatal(err)
 	}
 	h := newShopHandler(shop{strategy: strat, store: st, maxBody: 4096}, nil)
-	books := func(t *testing.T) (qty, orders int64) {
+	// ledger reads what a purchase writes: the stock, the orders and the
+	// idempotency rows.
+	type books struct{ qty, orders, idem int64 }
+	ledger := func(t *testing.T) books {
+		var b books
 		s, err := st.Stock(ctx, "1001")
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, _, err := st.Orders(ctx, "1001")
-		if err != nil {
+		b.qty = s.Qty
+		if b.orders, _, err = st.Orders(ctx, "1001"); err != nil {
 			t.Fatal(err)
 		}
-		return s.Qty, n
+		if err := st.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM idem`).Scan(&b.idem); err != nil {
+			t.Fatal(err)
+		}
+		return b
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		qty0, orders0 := books(t)
+		before := ledger(t)
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(string(body)))
 		h.ServeHTTP(rec, req)
@@ -78,19 +85,18 @@ func FuzzPostOrder(f *testing.F) {
 				}
 			}
 		}
-		qty1, orders1 := books(t)
+		after := ledger(t)
 		fresh := rec.Code == http.StatusCreated && rec.Header().Get("Idempotent-Replayed") == ""
 		if !fresh {
-			if qty1 != qty0 || orders1 != orders0 {
-				t.Fatalf("body %q answered %d %s, yet the books moved: qty %d -> %d, orders %d -> %d",
-					body, rec.Code, rec.Body, qty0, qty1, orders0, orders1)
+			if after != before {
+				t.Fatalf("body %q answered %d %s, yet the books moved: %+v -> %+v", body, rec.Code, rec.Body, before, after)
 			}
 			return
 		}
 		q, _ := resp["qty"].(float64)
 		buyer, _ := resp["buyer"].(string)
-		if orders1 != orders0+1 || qty1 != qty0-int64(q) || !utf8.ValidString(buyer) || strings.ContainsRune(buyer, 0) {
-			t.Fatalf("body %q sold %v: qty %d -> %d, orders %d -> %d", body, resp, qty0, qty1, orders0, orders1)
+		if after.orders != before.orders+1 || after.qty != before.qty-int64(q) || !utf8.ValidString(buyer) || strings.ContainsRune(buyer, 0) {
+			t.Fatalf("body %q sold %v: books %+v -> %+v", body, resp, before, after)
 		}
 	})
 }
