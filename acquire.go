@@ -3,20 +3,9 @@ package dlock
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
-
-// Locker is one lock of any shape or backend.
-type Locker interface {
-	// Name returns the lock's name.
-	Name() string
-	// Acquire takes the lock (see Option for wait, lease and the rest). It
-	// returns the Lease, or an error wrapping ErrNotAcquired when the wait
-	// ran out, ctx.Err() when ctx was done first, or another sentinel error.
-	Acquire(ctx context.Context, opts ...Option) (*Lease, error)
-}
 
 // acquire is the wait loop shared by every Redis shape: try; if held, wait
 // for a release wake-up or for the holder's TTL to run out, and try again.
@@ -148,8 +137,6 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 		}
 	}
 }
-
-func isNotAcquired(err error) bool { return errors.Is(err, ErrNotAcquired) }
 
 // leaveQueue runs a queuer's leave call after Acquire failed, also when ctx
 // is done: a place left behind would block the queue until its timeout (and

@@ -20,8 +20,6 @@ const (
 	DefaultWatchdogTimeout = 30 * time.Second
 	DefaultFenceTTL        = 7 * 24 * time.Hour
 	DefaultRenewBatch      = 256
-	// MaxNameLen is the longest lock name accepted, in bytes.
-	MaxNameLen = 1024
 )
 
 // Client hands out locks on one go-redis client (standalone, Sentinel
@@ -156,7 +154,7 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) (*Client, error) {
 	}
 	c.keeper = NewKeeper(c.observer, c.logger)
 	c.bg, c.stopBg = context.WithCancel(context.Background())
-	c.wd = newWatchdog(c)
+	c.wd = newWatchdog(rdb, c.keeper, c.timeout, c.batch)
 	c.sub = newSubscriber(c)
 	return c, nil
 }
@@ -200,13 +198,6 @@ type lockKeys struct {
 func (c *Client) keys(name string) lockKeys {
 	base := c.prefix + "{" + name + "}"
 	return lockKeys{lock: base, fence: base + ":fence", wake: base + ":wake"}
-}
-
-func validName(name string) error {
-	if name == "" || len(name) > MaxNameLen {
-		return fmt.Errorf("%w: %d bytes (want 1..%d)", ErrInvalidName, len(name), MaxNameLen)
-	}
-	return nil
 }
 
 // isNilPointer reports whether v is an interface holding a nil pointer (a

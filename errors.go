@@ -96,3 +96,10 @@ func storeErr(ctx context.Context, op, name string, err error) error {
 
 // errNilLease is what the methods of a nil *Lease return.
 var errNilLease = fmt.Errorf("%w (nil lease)", ErrNotHeld)
+
+func isNotAcquired(err error) bool { return errors.Is(err, ErrNotAcquired) }
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}

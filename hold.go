@@ -226,3 +226,7 @@ func (k *Keeper) debug(msg string, h *Hold, err error) {
 			slog.String("shape", h.g.Shape), slog.String("name", h.g.Name), slog.Any("err", err))
 	}
 }
+
+// unlockTimeout bounds a release or extension sent without a caller's
+// deadline (Do's release, a give-back, a top-up).
+const unlockTimeout = 5 * time.Second

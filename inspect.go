@@ -211,10 +211,3 @@ func parseMeta(meta string) Holder {
 	h.Label = parts[3]
 	return h
 }
-
-func short(id string) string {
-	if len(id) > 8 {
-		return id[:8]
-	}
-	return id
-}

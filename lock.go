@@ -24,15 +24,3 @@ func (l *Lock) Name() string { return l.sh.name }
 func (l *Lock) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
 	return l.sh.c.acquire(ctx, l.sh, opts)
 }
-
-// lockOwned reads a Lock key and reports whether holder owns it.
-func lockOwned(ctx context.Context, c *Client, key, holder string) (bool, error) {
-	o, err := c.rdb.HGet(ctx, key, "o").Result()
-	if err != nil {
-		if isNil(err) {
-			return false, nil
-		}
-		return false, err
-	}
-	return o == holder, nil
-}

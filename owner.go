@@ -40,3 +40,10 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b) // crypto/rand.Read never returns an error (Go 1.24+)
 	return hex.EncodeToString(b)
 }
+
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}

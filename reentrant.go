@@ -1,6 +1,9 @@
 package dlock
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // reentrantShape is a Lock or a FairLock: a reentrant hash with a waiter
 // queue (lua/reentrant_lib.lua). strict is a FairLock's arrival order: a
@@ -51,4 +54,16 @@ func (s reentrantShape) holdID(a attempt) string { return s.k.lock + "|" + a.own
 
 func (s reentrantShape) ops(a attempt) holdOps {
 	return queueOps{&keyOps{c: s.c, keys: s.k.lockKeys, holder: a.owner, extendScript: lockExtend, owned: lockOwned}, s.k, reentrantRelease}
+}
+
+// lockOwned reads a Lock key and reports whether holder owns it.
+func lockOwned(ctx context.Context, c *Client, key, holder string) (bool, error) {
+	o, err := c.rdb.HGet(ctx, key, "o").Result()
+	if err != nil {
+		if isNil(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	return o == holder, nil
 }

@@ -3,7 +3,6 @@ package dlock
 import (
 	"context"
 	"embed"
-	"errors"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -73,9 +72,4 @@ func isNoScript(err error) bool {
 // expired ctx keeps its ctx.Err().
 func redisErr(ctx context.Context, op, name string, err error) error {
 	return storeErr(ctx, op, name, redisCause(err))
-}
-
-func isTimeout(err error) bool {
-	var t interface{ Timeout() bool }
-	return errors.As(err, &t) && t.Timeout()
 }

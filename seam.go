@@ -109,6 +109,16 @@ func ParseOptions(opts []Option) (Options, error) {
 // unique id when it carries none.
 func OwnerOf(ctx context.Context) string { return ownerOf(ctx) }
 
+// MaxNameLen is the longest lock name accepted, in bytes.
+const MaxNameLen = 1024
+
 // CheckName returns an error wrapping ErrInvalidName unless name is a valid
 // lock name (1 to MaxNameLen bytes).
 func CheckName(name string) error { return validName(name) }
+
+func validName(name string) error {
+	if name == "" || len(name) > MaxNameLen {
+		return fmt.Errorf("%w: %d bytes (want 1..%d)", ErrInvalidName, len(name), MaxNameLen)
+	}
+	return nil
+}

@@ -4,11 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 )
-
-// unlockTimeout bounds the release that Do sends after the section.
-const unlockTimeout = 5 * time.Second
 
 // Do runs fn under locker: it acquires with opts, runs fn with the lease's
 // Context and the Lease, and always releases (also when fn panics; the panic

@@ -23,7 +23,10 @@ type renewer interface {
 // the hold at once; a failed renewal is retried next tick, and the hold's own
 // deadline timer loses it if no renewal succeeds in time.
 type watchdog struct {
-	c        *Client
+	rdb      redis.UniversalClient
+	keeper   *Keeper
+	timeout  time.Duration // the lease of the holds it renews
+	batch    int           // holds per pipeline
 	interval time.Duration
 	stop     chan struct{}
 	done     chan struct{}
@@ -32,9 +35,9 @@ type watchdog struct {
 	roundTrips atomic.Int64
 }
 
-func newWatchdog(c *Client) *watchdog {
+func newWatchdog(rdb redis.UniversalClient, k *Keeper, timeout time.Duration, batch int) *watchdog {
 	w := &watchdog{
-		c: c, interval: c.timeout / 3,
+		rdb: rdb, keeper: k, timeout: timeout, batch: batch, interval: timeout / 3,
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go w.run()
@@ -62,7 +65,7 @@ func (w *watchdog) run() {
 
 func (w *watchdog) renewAll() {
 	var hs, own []*Hold
-	for _, h := range w.c.keeper.Renewing() {
+	for _, h := range w.keeper.Renewing() {
 		if _, ok := renewerOf(h); ok {
 			hs = append(hs, h)
 		} else {
@@ -77,8 +80,8 @@ func (w *watchdog) renewAll() {
 			w.renewOwn(h)
 		}()
 	}
-	for i := 0; i < len(hs); i += w.c.batch {
-		w.renewBatch(hs[i:min(i+w.c.batch, len(hs))])
+	for i := 0; i < len(hs); i += w.batch {
+		w.renewBatch(hs[i:min(i+w.batch, len(hs))])
 	}
 	wg.Wait()
 }
@@ -88,7 +91,7 @@ func (w *watchdog) renewOwn(h *Hold) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.interval)
 	defer cancel()
 	sent := time.Now()
-	ok, err := h.Ops().Extend(ctx, w.c.timeout)
+	ok, err := h.Ops().Extend(ctx, w.timeout)
 	if err == nil && !ok {
 		err = errNotOurs
 	}
@@ -105,11 +108,11 @@ func (w *watchdog) renewBatch(hs []*Hold) {
 	for i, h := range hs {
 		r, _ := renewerOf(h)
 		first[i] = len(calls)
-		calls = append(calls, r.renewCalls(w.c.timeout)...)
+		calls = append(calls, r.renewCalls(w.timeout)...)
 	}
 	first[len(hs)] = len(calls)
 	sent := time.Now()
-	cmds := pipelined(ctx, w.c.rdb.Pipeline, calls, nil)
+	cmds := pipelined(ctx, w.rdb.Pipeline, calls, nil)
 	w.roundTrips.Add(1)
 	for i, h := range hs {
 		w.settle(h, sent, renewResult(cmds[first[i]:first[i+1]]))
@@ -135,7 +138,7 @@ func renewResult(cmds []*redis.Cmd) error {
 func (w *watchdog) settle(h *Hold, sent time.Time, err error) {
 	switch {
 	case err == nil:
-		h.Renewed(sent, w.c.timeout)
+		h.Renewed(sent, w.timeout)
 	case err == errNotOurs:
 		h.Lose(LostDeletedOrTaken)
 	default:
