@@ -317,9 +317,10 @@ const runMainEnv = "DLOCK_RUN_MAIN"
 func newFailoverCmd() *cobra.Command {
 	var f drillFlags
 	var o drill.FailoverOptions
+	var co drill.ConsensusFailoverOptions
 	c := &cobra.Command{
 		Use:   "failover",
-		Short: "Kill or partition the Redis master mid-sale; count double grants, lost locks and oversold units per mode",
+		Short: "Kill, freeze or partition the Redis master or the etcd/ZooKeeper leader mid-sale; count double grants and oversold units",
 		Long: `Start a master with replicas and three Sentinels (redis-server --sentinel), run a sale over many
 skus with per-sku locks through Sentinel clients (each worker its own client), and inject a fault:
 
@@ -331,10 +332,29 @@ skus with per-sku locks through Sentinel clients (each worker its own client), a
 
 Each run is repeated for three modes: plain lock, lock + ReplicaAck(1, 100ms), lock + fenced writes.
 An independent witness (holders record entering and leaving their sku on one monotonic clock) counts
-double grants. Needs redis-server on PATH.`,
-		Example: "  dlock drill failover --fault crash\n  dlock drill failover --fault partition --runs 3 --json",
-		Args:    cobra.NoArgs,
+double grants. Needs redis-server on PATH.
+
+With --backend etcd or zookeeper the drill starts a 3-member etcd cluster or a 3-server ZooKeeper
+ensemble per run, 64 workers (each its own client and session) sell under per-sku locks, and the
+leader is faulted for --down, then brought back:
+
+  --fault kill        SIGKILL the leader; restart it.
+  --fault pause       SIGSTOP the leader; SIGCONT it.
+  --fault partition   cut the leader off from its peers and its clients; heal.
+
+Every holder writes to a plain ledger (read-check-write) and to a fenced one; the witness counts
+double grants, and each run prints its figures (--runs, default 10).`,
+		Example: "  dlock drill failover --fault crash\n  dlock drill failover --fault partition --runs 3 --json\n" +
+			"  dlock drill failover --backend etcd --fault kill\n  dlock drill failover --backend zookeeper --fault pause --runs 10 --json",
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			switch f.backend {
+			case backend.Redis:
+			case backend.Etcd, backend.ZooKeeper:
+				return runConsensusFailover(c, &f, o, co)
+			default:
+				return usagef("--backend %q: want one of %s", f.backend, strings.Join(backend.Kinds, ", "))
+			}
 			if o.Fault != "crash" && o.Fault != "partition" {
 				return usagef("--fault %q: want crash or partition", o.Fault)
 			}
@@ -378,7 +398,60 @@ double grants. Needs redis-server on PATH.`,
 	fl.Float64Var(&o.StaleShare, "stale-share", 0.5, "partition: share of workers that still reach the old master")
 	fl.IntVar(&o.MinReplicasToWrite, "min-replicas-to-write", 0, "set min-replicas-to-write (max lag 1s) on the master; 0: unset")
 	fl.Uint64Var(&o.Seed, "seed", 1, "seeds the workers' choice of skus")
+	fl.StringVar(&f.backend, "backend", backend.Redis, "lock service: "+strings.Join(backend.Kinds, ", "))
+	fl.DurationVar(&co.Session, "session", 2*time.Second, "etcd, zookeeper: every client's session (lease TTL, session timeout)")
+	fl.DurationVar(&co.Down, "down", 3*time.Second, "etcd, zookeeper: how long the leader stays killed, frozen or cut off")
 	return c
+}
+
+// runConsensusFailover runs the failover drill on etcd or ZooKeeper with
+// the flags the user set (the rest take that drill's defaults: 10 runs,
+// 64 workers).
+func runConsensusFailover(c *cobra.Command, f *drillFlags, o drill.FailoverOptions, co drill.ConsensusFailoverOptions) error {
+	co.Backend, co.Fault = f.backend, o.Fault
+	if !c.Flags().Changed("fault") {
+		co.Fault = drill.FaultKill
+	}
+	if co.Fault == "crash" {
+		co.Fault = drill.FaultKill
+	}
+	if !slices.Contains(drill.ConsensusFaults, co.Fault) {
+		return usagef("--fault %q: want one of %s", co.Fault, strings.Join(drill.ConsensusFaults, ", "))
+	}
+	fl := c.Flags()
+	for _, x := range []struct {
+		flag string
+		set  func()
+	}{
+		{"runs", func() { co.Runs = o.Runs }},
+		{"workers", func() { co.Workers = o.Workers }},
+		{"skus", func() { co.SKUs = o.SKUs }},
+		{"section", func() { co.Section = o.Section }},
+		{"before", func() { co.Before = o.Before }},
+		{"after", func() { co.After = o.After }},
+		{"seed", func() { co.Seed = o.Seed }},
+	} {
+		if fl.Changed(x.flag) {
+			x.set()
+		}
+	}
+	for _, name := range []string{"mode", "lease", "replicas", "repl-delay", "partition", "stale-share", "min-replicas-to-write"} {
+		if fl.Changed(name) {
+			return usagef("--%s is a Redis failover flag (not for --backend %s)", name, co.Backend)
+		}
+	}
+	if (fl.Changed("runs") && co.Runs < 1) || (fl.Changed("workers") && co.Workers < 1) || (fl.Changed("skus") && co.SKUs < 1) ||
+		co.Session <= 0 || co.Down <= 0 || co.Section < 0 || (fl.Changed("before") && co.Before <= 0) || (fl.Changed("after") && co.After <= 0) {
+		return usagef("--runs, --workers, --skus >= 1; --session, --down, --before, --after > 0; --section >= 0")
+	}
+	bar := newProgress(c.ErrOrStderr(), !f.json)
+	co.Progress = bar.update
+	res, err := drill.FailoverConsensus(c.Context(), co)
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	return f.output(c, res)
 }
 
 // needRedisServer fails when redis-server is not on PATH.
