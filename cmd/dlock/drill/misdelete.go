@@ -66,8 +66,8 @@ func Misdelete(ctx context.Context, r *Redis, lease time.Duration) (*MisdeleteRe
 	if err != nil {
 		return nil, err
 	}
-	tl.End(spanA)
 	point(naiveLane, "A", "DEL: deletes B's key", tl.Add("A", fmt.Sprintf("resumes, DEL: %d key deleted (A believes it released its own lock)", n)))
+	tl.End(spanA)
 	after, err := rdb.Get(ctx, key).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err

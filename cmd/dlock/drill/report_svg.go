@@ -264,10 +264,8 @@ func drawRow(b *strings.Builder, rw row, i int, top float64, v view) float64 {
 			taken = append(taken, [2]float64{x0, max(v.x(min(s.EndMS, v.to)), x0+minBarW)})
 		}
 	}
-	for _, p := range rw.points {
-		if p.AtMS >= v.from && p.AtMS <= v.to {
-			taken = append(taken, [2]float64{v.x(p.AtMS) - 4, v.x(p.AtMS) + 4})
-		}
+	for _, n := range notes { // diamonds and lease-end lines
+		taken = append(taken, [2]float64{v.x(n.at) - 4, v.x(n.at) + 4})
 	}
 	free := func(lo, hi float64) bool {
 		if lo < plotX0 || hi > svgW-2 {
@@ -316,15 +314,21 @@ func drawRow(b *strings.Builder, rw row, i int, top float64, v view) float64 {
 		if s.LeaseEndMS > s.StartMS && s.LeaseEndMS < s.EndMS {
 			solid = v.x(min(s.LeaseEndMS, v.to)) - x0
 		}
-		hitsPoint := false // a point's diamond on the bar would cover the label
+		lx := x0 + 4 // inside the bar: after a diamond at its start, clear of any other
 		for _, p := range rw.points {
-			if px := v.x(p.AtMS); p.AtMS >= v.from && px > x0-4 && px < x0+tw+12 {
+			if px := v.x(p.AtMS); p.AtMS >= v.from && px > x0-4 && px < x0+8 {
+				lx = px + 7
+			}
+		}
+		hitsPoint := false
+		for _, p := range rw.points {
+			if px := v.x(p.AtMS); p.AtMS >= v.from && px > lx-4 && px < lx+tw+4 {
 				hitsPoint = true
 			}
 		}
 		switch {
-		case tw+8 < solid && !hitsPoint:
-			fmt.Fprintf(b, `<text class="bar-label" x="%.1f" y="%.1f" font-size="10" fill="#fff">%s</text>`, x0+4, y+barY+barH-4, esc(text))
+		case lx+tw+4 < x0+solid && !hitsPoint:
+			fmt.Fprintf(b, `<text class="bar-label" x="%.1f" y="%.1f" font-size="10" fill="#fff">%s</text>`, lx, y+barY+barH-4, esc(text))
 		case free(x0+w+3, x0+w+4+tw):
 			fmt.Fprintf(b, `<text class="bar-label" x="%.1f" y="%.1f" font-size="10" fill="#222">%s</text>`, x0+w+4, y+barY+barH-4, esc(text))
 			taken = append(taken, [2]float64{x0 + w + 4, x0 + w + 4 + tw})
