@@ -263,5 +263,22 @@ func TestServeDefaultDatabase(t *testing.T) {
 	if left, _ := os.ReadDir(work); len(left) != 0 {
 		t.Fatalf("serve wrote %v into the working directory", left)
 	}
-	_ = context.Background
+}
+
+// TestServeConditionalWithoutRedis: a strategy that needs no Redis starts,
+// is healthy and sells with no Redis at all; one that needs it refuses to
+// start (exit 2).
+func TestServeConditionalWithoutRedis(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "shop.db")
+	s := startServe(t, "--redis", "redis://127.0.0.1:1/0", "--db", db, "--stock", "1001=2")
+	if code, _, body := call(t, "GET", s.url+"/healthz", ""); code != http.StatusOK {
+		t.Fatalf("healthz: %d %v, want 200", code, body)
+	}
+	if code, _, body := call(t, "POST", s.url+"/orders", order("1001", 1, "a", "r1")); code != http.StatusCreated {
+		t.Fatalf("order: %d %v, want 201", code, body)
+	}
+	var out, errb lockedBuffer
+	if code := run(context.Background(), []string{"serve", "--strategy", "fenced", "--redis", "redis://127.0.0.1:1/0", "--db", db}, &out, &errb); code != exitUsage {
+		t.Fatalf("fenced without Redis: exit %d, want %d: %s", code, exitUsage, errb.String())
+	}
 }
