@@ -27,4 +27,4 @@ go mod download
 for m in $(go work edit -json | sed -n 's/.*"DiskPath": "\(.*\)".*/\1/p'); do
   (cd "$m" && go mod download)
 done
-(cd bench && GOWORK=off go mod download)
+(cd bench && go mod download)

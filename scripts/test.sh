@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 scripts/install.sh
 
 # Every module in go.work, core first. The bench module (peer libraries) is
-# outside the workspace on purpose: it is tested on its own below.
+# outside the root workspace on purpose (bench/go.work makes it a workspace
+# of its own): it is tested on its own below.
 modules=$(go work edit -json | sed -n 's/.*"DiskPath": "\(.*\)".*/\1/p')
 for m in $modules; do
   if [ -z "$(cd "$m" && go list ./... 2>/dev/null)" ]; then
@@ -21,4 +22,4 @@ for m in $modules; do
   (cd "$m" && go vet ./... && go test -race -timeout 30m ./...)
 done
 echo "== bench"
-(cd bench && GOWORK=off go vet ./... && GOWORK=off go test -timeout 10m ./...)
+(cd bench && go vet ./... && go test -timeout 10m ./...)
