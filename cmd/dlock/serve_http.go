@@ -224,6 +224,9 @@ func (s shop) healthz(w http.ResponseWriter, r *http.Request) {
 			checks[name] = note
 		}()
 	}
+	if !needsRedis(s.strategy.Name()) {
+		checks["redis"] = "not needed by " + s.strategy.Name()
+	}
 	check("database", func() (string, error) { return "ok", s.store.Ping(ctx) })
 	if needsRedis(s.strategy.Name()) {
 		check("redis", func() (string, error) {
@@ -235,8 +238,6 @@ func (s shop) healthz(w http.ResponseWriter, r *http.Request) {
 			}
 			return s.warmStock(ctx)
 		})
-	} else {
-		checks["redis"] = "not needed by " + s.strategy.Name()
 	}
 	wg.Wait()
 	body := map[string]any{"strategy": s.strategy.Name(), "database": s.store.Kind(), "checks": checks}
