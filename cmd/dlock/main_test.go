@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -206,5 +207,33 @@ func TestDrillRedLock(t *testing.T) {
 	}
 	if !res.Double || !res.Rejected || res.B <= res.A {
 		t.Fatalf("redlock figures %+v", res)
+	}
+}
+
+// --report writes a self-contained page whose timeline names the actors,
+// not the lock's key.
+func TestReportCommand(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.html")
+	code, out, stderr := dlock(t, "drill", "misdelete", "--report", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, "report: "+path) {
+		t.Errorf("the report's path is not printed: %q", out)
+	}
+	page, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<svg class="timeline"`, `class="row-label" data-row="0"`, ">A</text>", ">B</text>", ">C</text>",
+		`class="expiry"`, `class="tick-label"`, "naive: GET then DEL"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"<script", "http://", "https://"} {
+		if strings.Contains(strings.ReplaceAll(string(page), `xmlns="http://www.w3.org/2000/svg"`, ""), bad) {
+			t.Errorf("report is not self-contained: has %q", bad)
+		}
 	}
 }
