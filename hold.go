@@ -28,7 +28,8 @@ type Hold struct {
 	deadline time.Time
 	timer    *time.Timer
 	topUp    *time.Timer // set while a short first grant awaits its extension
-	leases   map[*Lease]struct{}
+	leases   []*Lease  // the Leases sharing the hold (backed by one while there is one)
+	one      [1]*Lease // the first Lease: most holds never have another
 	lost     error // non-nil once lost; wraps ErrLockLost
 	ended    bool  // lost, or its last Lease released: it takes no new Lease
 	renewals int
@@ -58,7 +59,7 @@ func (h *Hold) Lose(reason LostReason) bool { return h.k.lose(h, reason) }
 func (h *Hold) start(first *Lease) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.leases[first] = struct{}{}
+	h.leases = append(h.one[:0], first)
 	h.timer = time.AfterFunc(time.Until(h.deadline), func() { h.pastDeadline() })
 }
 
@@ -216,7 +217,7 @@ func (h *Hold) attach(l *Lease) bool {
 	if h.ended {
 		return false
 	}
-	h.leases[l] = struct{}{}
+	h.leases = append(h.leases, l)
 	return true
 }
 

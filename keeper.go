@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -65,7 +66,7 @@ func (k *Keeper) Lease(ctx context.Context, g Grant) (*Lease, error) {
 	if g.Lease > g.TTL {
 		full = g.Lease
 	}
-	h := &Hold{k: k, g: g, since: time.Now(), deadline: deadline, leases: make(map[*Lease]struct{})}
+	h := &Hold{k: k, g: g, since: time.Now(), deadline: deadline}
 	h.g.TTL = full
 	l := newLease(ctx, h, g.Owner, g.OnLost)
 	k.holds[h] = struct{}{}
@@ -107,7 +108,7 @@ func (k *Keeper) lose(h *Hold, reason LostReason) bool {
 	h.stopTimers()
 	k.unregister(h)
 	marked := 0
-	for l := range h.leases {
+	for _, l := range h.leases {
 		if l.markLost(h.lost) {
 			marked++
 		}
@@ -134,7 +135,9 @@ func (k *Keeper) detach(h *Hold, l *Lease) bool {
 	defer k.mu.Unlock()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.leases, l)
+	if i := slices.Index(h.leases, l); i >= 0 {
+		h.leases = slices.Delete(h.leases, i, i+1)
+	}
 	last := len(h.leases) == 0 && !h.ended
 	if last {
 		h.ended = true
