@@ -1,0 +1,43 @@
+package zklock
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/dlocktest"
+	"github.com/go-zookeeper/zk"
+)
+
+// TestConformance runs the backend suite shared with Redis and etcd against
+// one ZooKeeper server.
+func TestConformance(t *testing.T) {
+	dlocktest.Run(t, dlocktest.Backend{
+		Renewal: 2 * time.Second,
+		Lease:   time.Second,
+		NewClient: func(t testing.TB) dlocktest.Client {
+			c := dial(t, 2*time.Second)
+			return dlocktest.Client{
+				Mutex:     c.Mutex,
+				Lock:      c.Lock,
+				Read:      func(name string) dlock.Locker { return c.RWLock(name).Read() },
+				Write:     func(name string) dlock.Locker { return c.RWLock(name).Write() },
+				Semaphore: c.Semaphore,
+				Close:     c.Close,
+			}
+		},
+		Steal: func(t testing.TB, name string) {
+			admin := dial(t, 2*time.Second)
+			dir := admin.dir("lock", name)
+			children, _, err := admin.conn.Children(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ch := range children {
+				if err := admin.conn.Delete(dir+"/"+ch, -1); err != nil && err != zk.ErrNoNode {
+					t.Fatal(err)
+				}
+			}
+		},
+	})
+}

@@ -1,0 +1,90 @@
+package zklock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dlockgo/dlock"
+	"github.com/go-zookeeper/zk"
+)
+
+// Dial connects to the ZooKeeper servers (a comma-separated list of
+// host:port) with the session timeout asked for, waits until the session is
+// established or ctx is done, and returns a Client that owns the
+// connection (Close closes it). The lease timing uses the timeout the
+// server negotiated, which may differ from the one asked for.
+func Dial(ctx context.Context, servers string, sessionTimeout time.Duration, opts ...Option) (*Client, error) {
+	if sessionTimeout < 10*time.Millisecond {
+		return nil, fmt.Errorf("%w: zklock: session timeout %v", dlock.ErrInvalidDuration, sessionTimeout)
+	}
+	var addrs []string
+	for _, a := range strings.Split(servers, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("%w: zklock: no ZooKeeper server given", dlock.ErrInvalidArgument)
+	}
+	neg := &negotiated{ch: make(chan struct{})}
+	conn, events, err := zk.Connect(addrs, sessionTimeout, zk.WithLogger(neg), zk.WithLogInfo(true))
+	if err != nil {
+		return nil, fmt.Errorf("zklock: connecting to %s: %w", servers, err)
+	}
+	go func() { // the event channel is drained so it never fills
+		for range events {
+		}
+	}()
+	select {
+	case <-neg.ch:
+	case <-ctx.Done():
+		conn.Close()
+		return nil, fmt.Errorf("zklock: connecting to %s: %w", servers, ctx.Err())
+	}
+	// The timeout asked for bounds the one used: the server never grants a
+	// session more than it was asked unless the request was below its
+	// minimum, and then the shorter reading is the safe one.
+	timeout := min(neg.timeout(), sessionTimeout)
+	c, err := New(conn, append(opts, SessionTimeout(timeout))...)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	c.owned = true
+	return c, nil
+}
+
+// negotiated is the connection's logger: it learns the session timeout the
+// server granted from the client's "authenticated" message and discards
+// the rest (go-zookeeper logs reconnections at Info).
+type negotiated struct {
+	once sync.Once
+	ch   chan struct{}
+	mu   sync.Mutex
+	ms   int32
+}
+
+func (n *negotiated) Printf(format string, args ...any) {
+	if !strings.HasPrefix(format, "authenticated:") || len(args) < 2 {
+		return
+	}
+	ms, ok := args[1].(int32)
+	if !ok {
+		return
+	}
+	n.mu.Lock()
+	if n.ms == 0 || ms < n.ms {
+		n.ms = ms
+	}
+	n.mu.Unlock()
+	n.once.Do(func() { close(n.ch) })
+}
+
+func (n *negotiated) timeout() time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return time.Duration(n.ms) * time.Millisecond
+}

@@ -1,0 +1,144 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/dlockgo/dlock"
+)
+
+// remember registers a granted node (and, with key, as the owner's
+// reentrant hold).
+func (c *Client) remember(n *node, key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.live[n.path] = n
+	if key != "" {
+		c.reentrant[key] = n
+	}
+}
+
+// forget drops n from the registry.
+func (c *Client) forget(n *node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.live, n.path)
+	for k, m := range c.reentrant {
+		if m == n {
+			delete(c.reentrant, k)
+		}
+	}
+}
+
+// rejoin returns the owner's live reentrant node for key with its count
+// raised, or nil.
+func (c *Client) rejoin(key string) *node {
+	c.mu.Lock()
+	n := c.reentrant[key]
+	c.mu.Unlock()
+	if n == nil {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.gone || n.count == 0 {
+		return nil
+	}
+	n.count++
+	return n
+}
+
+// ownedBy reports whether path is a node this client holds for owner.
+func (c *Client) ownedBy(path, owner string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.live[path]
+	return n != nil && n.owner == owner
+}
+
+// holdsRead reports whether owner holds a read node in dir on this client.
+func (c *Client) holdsRead(dir, owner string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for p, n := range c.live {
+		if n.kind == kindRead && n.owner == owner && len(p) > len(dir) && p[:len(dir)+1] == dir+"/" {
+			return true
+		}
+	}
+	return false
+}
+
+// lost runs when a lease of n is lost: the node is deleted (if its session
+// still has it) so it blocks nobody.
+func (c *Client) lost(n *node) {
+	n.mu.Lock()
+	already := n.gone
+	n.gone = true
+	if n.leaseEnd != nil {
+		n.leaseEnd.Stop()
+	}
+	n.mu.Unlock()
+	if already {
+		return
+	}
+	c.forget(n)
+	if c.conn.SessionID() == n.sid {
+		_ = c.deletePath(n.path)
+	}
+}
+
+// expire ends n's fixed lease.
+func (c *Client) expire(n *node) {
+	for _, h := range c.keeper.Renewing() {
+		if h.Ops() == dlock.GrantOps(n) {
+			h.Lose(dlock.LostExpired)
+		}
+	}
+}
+
+// heartbeat keeps renewed holds alive: every third of the session timeout,
+// while the client holds anything, it sends a cheap request; an answer in
+// the holds' session moves their deadline to the request's send time plus
+// the session timeout. A new session means the old one expired: its holds
+// are lost.
+func (c *Client) heartbeat() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.timeout / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		holds := c.keeper.Renewing()
+		if len(holds) == 0 {
+			continue
+		}
+		sid := c.conn.SessionID()
+		sent := time.Now()
+		_, err := call(context.Background(), c, func() (bool, error) {
+			ok, _, err := c.conn.Exists("/")
+			return ok, err
+		})
+		if errors.Is(err, errClosed) {
+			return
+		}
+		now := c.conn.SessionID()
+		for _, h := range holds {
+			n, ok := h.Ops().(*node)
+			if !ok {
+				continue
+			}
+			switch {
+			case now != 0 && now != n.sid:
+				h.Lose(dlock.LostExpired)
+			case err == nil && sid == n.sid && now == n.sid:
+				h.Renewed(sent, c.timeout)
+			case err != nil:
+				h.RenewFailed(err)
+			}
+		}
+	}
+}
