@@ -74,22 +74,30 @@ func noZombie(t *testing.T, who string, c *dlock.Client) {
 	}
 }
 
-// leakedKeys returns the keys on rdb that are not fence counters.
+// leakedKeys returns the keys on rdb that are not fence counters. A client
+// that cannot reach the server yet (a failover client still on the old
+// master) is retried for up to 10 s.
 func leakedKeys(t *testing.T, rdb redis.UniversalClient) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var leaked []string
-	iter := rdb.Scan(ctx, 0, "*", 100).Iterator()
-	for iter.Next(ctx) {
-		if !strings.HasSuffix(iter.Val(), ":fence") {
-			leaked = append(leaked, iter.Val())
+	for {
+		var leaked []string
+		iter := rdb.Scan(ctx, 0, "*", 100).Iterator()
+		for iter.Next(ctx) {
+			if !strings.HasSuffix(iter.Val(), ":fence") {
+				leaked = append(leaked, iter.Val())
+			}
 		}
+		err := iter.Err()
+		if err == nil {
+			return leaked
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("SCAN: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	if err := iter.Err(); err != nil {
-		t.Fatalf("SCAN: %v", err)
-	}
-	return leaked
 }
 
 // store is the fenced storage holders write to: a redis-server of its own
