@@ -121,7 +121,8 @@ func Seckill(ctx context.Context, r *Redis, o SeckillOptions) (*SeckillResult, e
 	res := &SeckillResult{Redis: r.Kind, Database: dbKind, Replicas: o.Replicas}
 	var skus []string
 	for _, n := range names {
-		row, sku, err := sale(ctx, r, dsn, n, o)
+		sku := "sk-" + n + "-" + randomID()
+		row, err := sale(ctx, r, dsn, n, sku, o)
 		if err != nil {
 			return nil, fmt.Errorf("seckill %s: %w", n, err)
 		}
@@ -174,15 +175,10 @@ func (p *replica) close() {
 	_ = p.rdb.Close()
 }
 
-func sale(ctx context.Context, r *Redis, dsn, name string, o SeckillOptions) (_ SeckillRow, sku string, err error) {
+// sale sells sku, a fresh sku, through the strategy name and measures the
+// row.
+func sale(ctx context.Context, r *Redis, dsn, name, sku string, o SeckillOptions) (SeckillRow, error) {
 	row := SeckillRow{Strategy: name, Buyers: o.Buyers, Stock: o.Stock}
-	sku = "sk-" + name + "-" + randomID()
-	row, err = runSale(ctx, r, dsn, name, sku, o, row)
-	return row, sku, err
-}
-
-// runSale sells sku through the strategy name and measures the row.
-func runSale(ctx context.Context, r *Redis, dsn, name, sku string, o SeckillOptions, row SeckillRow) (SeckillRow, error) {
 	reps := make([]*replica, o.Replicas)
 	defer func() {
 		for _, p := range reps {
