@@ -13,6 +13,10 @@ if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb 
 fi
 # promtool validates deploy/prometheus (dlockprom's TestAlertRules, TestDashboard).
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+# ZooKeeper 3.8 for the zklock tests: Debian's jars and a JRE (internal/zkproc).
+if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null 2>&1; then
+  missing+=(zookeeper)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "missing: ${missing[*]} — install them with: sudo apt-get install ${missing[*]}" >&2
@@ -24,7 +28,16 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 go mod download
+
+# etcd for the etcdlock tests (internal/etcdproc): the server at the client's
+# version (v3.7.3), built once from its module into the user cache.
+etcd_bin="${XDG_CACHE_HOME:-$HOME/.cache}/dlock/etcd-v3.7.3/etcd"
+if [ -z "${DLOCK_ETCD:-}" ] && ! command -v etcd >/dev/null 2>&1 && [ ! -x "$etcd_bin" ]; then
+  echo "building etcd v3.7.3 into $etcd_bin"
+  (cd internal/etcdserver && GOWORK=off go build -o "$etcd_bin" .)
+fi
+
 for m in $(go work edit -json | sed -n 's/.*"DiskPath": "\(.*\)".*/\1/p'); do
   (cd "$m" && go mod download)
 done
-(cd bench && go mod download)
+(cd bench && GOWORK=off go mod download) # outside a workspace: only what its packages need
