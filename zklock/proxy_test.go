@@ -1,0 +1,125 @@
+package zklock
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"sync"
+	"testing"
+)
+
+// proxy is a TCP proxy between a ZooKeeper client and server that reads
+// the protocol's frames (4-byte length, then xid and opcode for a request,
+// xid for a reply) so a test can lose one reply, or black-hole everything.
+type proxy struct {
+	t        *testing.T
+	ln       net.Listener
+	upstream string
+
+	mu       sync.Mutex
+	dropOp   int32 // lose the reply to the next request with this opcode (0: none)
+	dropXid  int32
+	dropping bool
+	dropped  chan struct{} // closed when a reply was lost
+	black    bool
+	conns    []net.Conn
+}
+
+const opMulti = 14
+
+func newProxy(t *testing.T, upstream string) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{t: t, ln: ln, upstream: upstream, dropped: make(chan struct{})}
+	go p.serve()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+// loseReplyTo makes the proxy forward the next request with opcode op, and
+// when its reply comes, drop it and close the connection.
+func (p *proxy) loseReplyTo(op int32) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dropOp = op
+	return p.dropped
+}
+
+// blackHole stops forwarding anything, on open and new connections; the
+// sockets stay open.
+func (p *proxy) blackHole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.black = true
+}
+
+func (p *proxy) close() {
+	p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+}
+
+func (p *proxy) serve() {
+	for {
+		down, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", p.upstream)
+		if err != nil {
+			down.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, down, up)
+		p.mu.Unlock()
+		go p.pump(down, up, true)
+		go p.pump(up, down, false)
+	}
+}
+
+// pump copies frames from src to dst; requests is set for client→server.
+func (p *proxy) pump(src, dst net.Conn, requests bool) {
+	defer src.Close()
+	defer dst.Close()
+	first := true // the connect request / response has no xid
+	for {
+		var hdr [4]byte
+		if _, err := io.ReadFull(src, hdr[:]); err != nil {
+			return
+		}
+		body := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+		if _, err := io.ReadFull(src, body); err != nil {
+			return
+		}
+		p.mu.Lock()
+		black := p.black
+		if !first && len(body) >= 8 {
+			xid := int32(binary.BigEndian.Uint32(body[0:4]))
+			if requests && p.dropOp != 0 && int32(binary.BigEndian.Uint32(body[4:8])) == p.dropOp {
+				p.dropOp, p.dropXid, p.dropping = 0, xid, true
+			}
+			if !requests && p.dropping && xid == p.dropXid {
+				p.dropping = false
+				close(p.dropped)
+				p.mu.Unlock()
+				return // the reply is lost with the connection
+			}
+		}
+		p.mu.Unlock()
+		first = false
+		if black {
+			continue
+		}
+		if _, err := dst.Write(append(hdr[:], body...)); err != nil {
+			return
+		}
+	}
+}
