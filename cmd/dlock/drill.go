@@ -340,7 +340,8 @@ leader is faulted for --down, then brought back:
 
   --fault kill        SIGKILL the leader; restart it.
   --fault pause       SIGSTOP the leader; SIGCONT it.
-  --fault partition   cut the leader off from its peers and its clients; heal.
+  --fault partition   black-hole the clients' connections to the leader (its peers still reach it,
+                      so it stays leader); heal.
 
 Every holder writes to a plain ledger (read-check-write) and to a fenced one; the witness counts
 double grants, and each run prints its figures (--runs, default 10).`,

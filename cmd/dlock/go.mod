@@ -10,6 +10,8 @@ replace github.com/dlockgo/dlock/dlockprom => ../../dlockprom
 
 replace github.com/dlockgo/dlock/internal/pgtest => ../../internal/pgtest
 
+replace github.com/dlockgo/dlock/zklock => ../../zklock
+
 require (
 	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/alicebob/miniredis/v2 v2.40.0
@@ -17,6 +19,7 @@ require (
 	github.com/dlockgo/dlock/dlockprom v0.0.0-00010101000000-000000000000
 	github.com/dlockgo/dlock/fence v0.0.0-00010101000000-000000000000
 	github.com/dlockgo/dlock/internal/pgtest v0.0.0-00010101000000-000000000000
+	github.com/dlockgo/dlock/zklock v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
@@ -31,6 +34,7 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/go-zookeeper/zk v1.0.4 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/mux v1.8.1 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect

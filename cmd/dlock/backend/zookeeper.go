@@ -3,8 +3,71 @@ package backend
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/internal/zkproc"
+	"github.com/dlockgo/dlock/zklock"
 )
 
+const (
+	// zkTick is the embedded server's tick: it grants sessions of 2 to 20
+	// ticks (200 ms to 2 s).
+	zkTick = 100 * time.Millisecond
+	// zkSession is a client's session timeout when none is asked for.
+	zkSession = 2 * time.Second
+)
+
+// openZooKeeper opens the ZooKeeper servers at addr, or an embedded one.
 func openZooKeeper(ctx context.Context, addr string) (*Backend, error) {
-	return nil, fmt.Errorf("%w %q: not built in yet", ErrUnknown, ZooKeeper)
+	b := &Backend{Kind: ZooKeeper}
+	if addr != "" {
+		addrs, err := splitAddrs(addr)
+		if err != nil {
+			return nil, fmt.Errorf("zookeeper %q: %w", addr, err)
+		}
+		b.Addr = strings.Join(addrs, ",")
+		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+		defer cancel()
+		c, err := zklock.Dial(pctx, b.Addr, zkSession)
+		if err != nil {
+			return nil, fmt.Errorf("zookeeper %s: %w: %v", b.Addr, ErrUnreachable, err)
+		}
+		c.Close()
+		b.Desc = "zookeeper at " + b.Addr
+	} else {
+		s, err := zkproc.Start(ctx, zkproc.Options{TickTime: zkTick, ForceSync: true})
+		if err != nil {
+			return nil, err
+		}
+		b.Addr, b.close = s.Addr(), s.Close
+		b.Desc = fmt.Sprintf("zookeeper (embedded, %s, tick %v, forceSync on)", s.Addr(), zkTick)
+	}
+	servers := b.Addr
+	b.newClient = func(ctx context.Context, o ClientOptions) (Client, error) {
+		session := o.Session
+		if session == 0 {
+			session = zkSession
+		}
+		var opts []zklock.Option
+		if o.Observer != nil {
+			opts = append(opts, zklock.WithObserver(o.Observer))
+		}
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		c, err := zklock.Dial(dctx, servers, session, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return zkClient{c}, nil
+	}
+	return b, nil
 }
+
+// zkClient is one actor's ZooKeeper session.
+type zkClient struct{ c *zklock.Client }
+
+func (z zkClient) Mutex(name string) dlock.Locker { return z.c.Mutex(name) }
+func (z zkClient) Lock(name string) dlock.Locker  { return z.c.Lock(name) }
+func (z zkClient) Close() error                   { return z.c.Close() }

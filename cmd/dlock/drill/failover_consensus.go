@@ -21,9 +21,13 @@ import (
 
 // Faults of the consensus failover drill.
 const (
-	FaultKill      = "kill"      // SIGKILL the leader, restart it after Down
-	FaultPause     = "pause"     // SIGSTOP the leader, SIGCONT after Down
-	FaultPartition = "partition" // cut the leader off from its peers and clients, heal after Down
+	FaultKill  = "kill"  // SIGKILL the leader, restart it after Down
+	FaultPause = "pause" // SIGSTOP the leader, SIGCONT after Down
+	// FaultPartition black-holes the leader's client connections (every
+	// client reaches the members through a proxy), healed after Down; the
+	// members keep talking to each other, so the leader stays leader and the
+	// clients on its side must move to another member.
+	FaultPartition = "partition"
 )
 
 // ConsensusFaults lists the consensus failover drill's faults.
@@ -126,8 +130,8 @@ type ensemble interface {
 	Restart(ctx context.Context, i int) error
 	Pause(i int) error
 	Resume(i int) error
-	// Partition cuts member i off from its peers and from the clients
-	// connected to it; Heal undoes it.
+	// Partition black-holes the clients' connections to member i (its
+	// peers still reach it); Heal undoes it.
 	Partition(i int) error
 	Heal(i int) error
 	Close() error
