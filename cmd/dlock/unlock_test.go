@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -75,18 +76,28 @@ func TestUnlockForce(t *testing.T) {
 	if code != exitOK || strings.Contains(stderr, "[y/N]") {
 		t.Fatalf("exit %d, stderr %s", code, stderr)
 	}
-	var r dl.Removal
+	var r struct { // snake_case keys, as inspect --json
+		Info infoJSON `json:"info"`
+		Keys []string `json:"keys"`
+	}
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
-	if len(r.Keys) != 1 || r.Keys[0] != "dlock:{stock:9}" || r.Info.Holders[0].Fence != next.Token() {
+	if len(r.Keys) != 1 || r.Keys[0] != "dlock:{stock:9}" || len(r.Info.Holders) != 1 || r.Info.Holders[0].Fence != next.Token() {
 		t.Fatalf("removal %+v, want dlock:{stock:9} held with token %d", r, next.Token())
+	}
+	if m := regexp.MustCompile(`"[A-Z]\w*":`).FindString(out); m != "" {
+		t.Errorf("PascalCase key %s:\n%s", m, out)
 	}
 
 	// A free lock: nothing to do, no question.
 	code, out, _ = dlockIn(t, "", "unlock", "--force", "stock:9", "--redis", url)
 	if code != exitOK || !strings.Contains(out, "not held") {
 		t.Fatalf("free lock: exit %d\n%s", code, out)
+	}
+	code, out, _ = dlockIn(t, "", "unlock", "--force", "stock:9", "--json", "--redis", url)
+	if code != exitOK || !regexp.MustCompile(`"keys": \[\]`).MatchString(out) || strings.Contains(out, "null") {
+		t.Fatalf("free lock --json: exit %d, want keys [] and no null:\n%s", code, out)
 	}
 }
 
