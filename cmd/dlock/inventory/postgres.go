@@ -141,6 +141,20 @@ func (d pgDB) inTx(ctx context.Context, fn func(q querier) error) error {
 	return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(pgQ{tx}) })
 }
 
+func (d pgDB) eachRow(ctx context.Context, fn func(row scanner) error, q string, args ...any) error {
+	rows, err := d.pool.Query(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 func (d pgDB) dialect() dialect {
 	return dialect{now: "now()", age: "EXTRACT(EPOCH FROM (now() - created_at))", forShare: " FOR SHARE"}
 }

@@ -176,9 +176,10 @@ func TestPredeductWarmsUpOnDemand(t *testing.T) {
 
 // TestPredeductRedisRestartedEmpty: redis-server is killed and started empty
 // on the same port while serving. Reconcile says Redis lost its data (not
-// "undersold"); the next orders warm the stock up from the database and
-// sell the rest, across three replicas (each its own Redis client and
-// consumer), never more than the database holds.
+// "undersold"); a request retried after the loss replays its order; the
+// next orders warm the stock up from the database and sell the rest,
+// across three replicas (each its own Redis client and consumer), never
+// more than the database holds.
 func TestPredeductRedisRestartedEmpty(t *testing.T) {
 	for _, kind := range kinds {
 		t.Run(kind, func(t *testing.T) {
@@ -207,6 +208,14 @@ func TestPredeductRedisRestartedEmpty(t *testing.T) {
 			}
 			if !rep.RedisMissing || rep.Undersold != 0 || !strings.Contains(strings.Join(rep.Problems, ";"), "lost its data") {
 				t.Fatalf("reconcile after the loss: %+v, want redis_missing and no undersale", rep)
+			}
+
+			// A request sold before the loss and retried after it replays
+			// its order (the warm-up restored the request ids from the
+			// database): it does not buy again.
+			res, err := first.Buy(ctx, "1001", 1, "early", "early-0")
+			if err != nil || res.Outcome != inventory.Sold || !res.Replayed {
+				t.Fatalf("retry of a request persisted before the loss: %+v %v, want a replayed sale", res, err)
 			}
 
 			// Three replicas sell the 6 units left to 30 buyers while their

@@ -161,6 +161,20 @@ func (d liteDB) inTx(ctx context.Context, fn func(q querier) error) error {
 	return tx.Commit()
 }
 
+func (d liteDB) eachRow(ctx context.Context, fn func(row scanner) error, q string, args ...any) error {
+	rows, err := d.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 func (d liteDB) dialect() dialect {
 	return dialect{now: "CURRENT_TIMESTAMP", age: "((julianday('now') - julianday(created_at)) * 86400.0)"}
 }

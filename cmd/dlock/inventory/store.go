@@ -84,6 +84,8 @@ type sqlDB interface {
 	// inTx runs fn in a transaction, committing if it returns nil and
 	// rolling back otherwise (SQLite: BEGIN IMMEDIATE).
 	inTx(ctx context.Context, fn func(q querier) error) error
+	// eachRow runs a query and calls fn with every row, in order.
+	eachRow(ctx context.Context, fn func(row scanner) error, q string, args ...any) error
 	dialect() dialect
 }
 

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -30,9 +31,11 @@ const warmUpTries = 5
 // find the key) while consumers persist entries. It reports whether it set
 // the key.
 //
-// After Redis lost its data (a restart without persistence) the orders it
-// had queued and not yet persisted are gone with it; WarmUp loads what the
-// database has.
+// Before it sets the key it records the request ids of the sku's orders in
+// the database, so that a request retried after Redis lost its data
+// replays its order rather than buying again. After such a loss (a restart
+// without persistence) the orders Redis had queued and not yet persisted
+// are gone with it: WarmUp loads what the database has.
 func (p *Prededuct) WarmUp(ctx context.Context, sku string) (bool, error) {
 	if err := validSKU(sku); err != nil {
 		return false, err
@@ -58,6 +61,9 @@ func (p *Prededuct) WarmUp(ctx context.Context, sku string) (bool, error) {
 		}
 		qty, err := p.unpersistedStock(ctx, sku, msgs)
 		if err != nil {
+			return false, unavailable(err)
+		}
+		if err := p.restoreRequests(ctx, sku); err != nil {
 			return false, unavailable(err)
 		}
 		last := "0-0"
@@ -108,6 +114,55 @@ func (p *Prededuct) unpersistedStock(ctx context.Context, sku string, msgs []red
 		return nil
 	})
 	return qty, err
+}
+
+// restoreBatch is how many request records one round trip restores.
+const restoreBatch = 500
+
+// restoreRequests records in Redis, for every order of sku in the
+// database, its request id as sold ("0|qty|buyer", see prededuct.lua),
+// keeping records Redis has: a request retried after Redis lost its data
+// then replays its order instead of buying again. It runs before the stock
+// key is set, while no Buy can sell the sku.
+func (p *Prededuct) restoreRequests(ctx context.Context, sku string) error {
+	k := p.keys(sku)
+	type record struct {
+		rid, buyer string
+		qty        int64
+	}
+	var batch []record
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		_, err := p.rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
+			for _, o := range batch {
+				pl.HSetNX(ctx, k.req, o.rid, "0|"+strconv.FormatInt(o.qty, 10)+"|"+o.buyer)
+			}
+			pl.PExpire(ctx, k.req, p.f.opt.RequestTTL)
+			return nil
+		})
+		batch = batch[:0]
+		if err != nil {
+			return fmt.Errorf("inventory: warm up %q: restore request ids: %w", sku, err)
+		}
+		return nil
+	}
+	err := p.f.db.eachRow(ctx, func(row scanner) error {
+		var r record
+		if err := row.Scan(&r.rid, &r.qty, &r.buyer); err != nil {
+			return err
+		}
+		batch = append(batch, r)
+		if len(batch) == restoreBatch {
+			return flush()
+		}
+		return nil
+	}, `SELECT request_id, qty, buyer FROM orders WHERE sku = $1 ORDER BY id`, sku)
+	if err != nil {
+		return fmt.Errorf("inventory: warm up %q: read orders: %w", sku, err)
+	}
+	return flush()
 }
 
 // EnsureWarm warms a sku up if Redis has no stock for it (Redis lost its
