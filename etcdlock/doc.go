@@ -1,0 +1,30 @@
+// Package etcdlock provides dlock's locks on etcd: the same dlock.Locker
+// and *dlock.Lease as the Redis Client (Do, fence, Observer adapters and
+// drills work unchanged), on a store that replicates every grant through
+// Raft before it answers.
+//
+// A Client made from a *clientv3.Client hands out a Mutex, a reentrant
+// Lock, an RWLock and a Semaphore. Each holder's key in etcd is attached to
+// the Client's session lease, which one keepalive loop renews every TTL/3
+// (WithTTL, default 10 s). The lease TTL is the lost-lock bound: a holder is
+// told its lock is lost (Lease.Context cancelled with ErrLockLost, Done
+// closed) when etcd says the session lease is gone, when the key was
+// removed behind its back, and when no keepalive was confirmed for a TTL on
+// the client's own monotonic clock (less a small margin) — before etcd can
+// expire the lease and grant the lock to anyone else. LeaseTime(d) gives a
+// grant a lease of its own that nothing renews.
+//
+// Waiters queue by the create revision of their key (arrival order); each
+// waits only for the key in front of it (no thundering herd), gives its
+// place up when it stops waiting, and is passed over when its process dies
+// (its lease expires). A waiter whose own key disappears (its session
+// ended) notices at once and queues again behind everyone.
+//
+// The fencing token is the create revision of the holder's key: strictly
+// increasing across every lock of the cluster and across leader changes.
+// IsOwner returns it as a comparison for the caller's own etcd transactions.
+//
+// A consensus store removes the failover that loses a Redis grant; it does
+// not remove the paused client that still believes it holds a lock. Fence
+// the storage you write with the token.
+package etcdlock

@@ -1,0 +1,124 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dlockgo/dlock"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// RWLock is a read-write lock: any number of readers share it, a writer
+// holds it alone. Readers and writers queue together in arrival order: a
+// reader waits only for older writers, a writer for every older key, so a
+// waiting writer holds back the readers that come after it (no writer
+// starves).
+//
+//   - Both sides are reentrant through the Lease's Context, like Lock.
+//   - The writer may also take the read side (downgrade: take the read
+//     lock, then unlock the write lock; no writer gets in between). The
+//     reverse, read to write, is refused at once with dlock.ErrUpgrade.
+//
+// Every acquisition's token is its key's create revision: a writer's token
+// is above every token granted before it.
+type RWLock struct {
+	c    *Client
+	name string
+}
+
+// RWLock returns the read-write lock called name. The name is checked by
+// Acquire.
+func (c *Client) RWLock(name string) *RWLock { return &RWLock{c: c, name: name} }
+
+// Name returns the lock's name.
+func (rw *RWLock) Name() string { return rw.name }
+
+// ReadLock returns the read side: its Acquire takes a shared hold.
+func (rw *RWLock) ReadLock() dlock.Locker { return readLock{rw} }
+
+// WriteLock returns the write side: its Acquire takes the exclusive hold.
+func (rw *RWLock) WriteLock() dlock.Locker { return writeLock{rw} }
+
+// Keys under the lock's directory: r/ readers, w/ writers, d/ readers that
+// took the read side while holding the write side (downgrades), which the
+// writers after them wait for whatever their age.
+
+type readLock struct{ rw *RWLock }
+
+func (r readLock) Name() string { return r.rw.name }
+
+// Acquire takes or re-enters the read side; see RWLock.
+func (r readLock) Acquire(ctx context.Context, opts ...dlock.Option) (*dlock.Lease, error) {
+	c, name := r.rw.c, r.rw.name
+	base := c.dir("rw", name)
+	writers := base + "w/"
+	return c.acquire(ctx, shape{
+		kind: "rw_read", name: name, dir: base + "r/", reentrant: true,
+		before: func(a *attempt) (*dlock.Lease, error) { return a.downgrade(base + "d/") },
+		// The newest writer: ours is not one.
+		first: []clientv3.Op{clientv3.OpGet(writers, clientv3.WithLastCreate()...)},
+		later: func(rev int64) []clientv3.Op {
+			return []clientv3.Op{clientv3.OpGet(writers, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))...)}
+		},
+		blocker: func(resps []*etcdserverpb.ResponseOp, rev int64) (string, bool) { return ahead(resps[0], rev), false },
+	}, opts)
+}
+
+type writeLock struct{ rw *RWLock }
+
+func (w writeLock) Name() string { return w.rw.name }
+
+// Acquire takes or re-enters the write side; see RWLock.
+func (w writeLock) Acquire(ctx context.Context, opts ...dlock.Option) (*dlock.Lease, error) {
+	c, name := w.rw.c, w.rw.name
+	base := c.dir("rw", name)
+	down := clientv3.OpGet(base+"d/", clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1))
+	return c.acquire(ctx, shape{
+		kind: "rw_write", name: name, dir: base + "w/", reentrant: true,
+		before: func(a *attempt) (*dlock.Lease, error) {
+			if a.c.lookup("rw_read", name, a.owner) != nil {
+				return nil, fmt.Errorf("%w (unlock the read side first)", dlock.ErrUpgrade)
+			}
+			return nil, nil
+		},
+		first: []clientv3.Op{clientv3.OpGet(base, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)), down},
+		later: func(rev int64) []clientv3.Op {
+			return []clientv3.Op{clientv3.OpGet(base, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))...), down}
+		},
+		blocker: func(resps []*etcdserverpb.ResponseOp, rev int64) (string, bool) {
+			if k := ahead(resps[0], rev); k != "" {
+				return k, false
+			}
+			if kvs := resps[1].GetResponseRange().GetKvs(); len(kvs) > 0 {
+				return string(kvs[0].Key), false
+			}
+			return "", false
+		},
+	}, opts)
+}
+
+// downgrade grants the read side at once to an owner that holds the write
+// side: its key goes under dir (d/), written only while the owner's write
+// key still exists, so a writer that finds the write key gone finds this
+// one. nil, nil: the owner holds no write side (queue as a reader).
+func (a *attempt) downgrade(dir string) (*dlock.Lease, error) {
+	w := a.c.lookup("rw_write", a.sh.name, a.owner)
+	if w == nil {
+		return nil, nil
+	}
+	s, err := a.c.session(a.wctx)
+	if err != nil {
+		return nil, err
+	}
+	key := holderKey(dir, s.id)
+	resp, err := a.c.cli.Txn(a.wctx).If(w.ops.owned()).Then(clientv3.OpPut(key, a.owner, clientv3.WithLease(s.id))).Commit()
+	if err != nil {
+		a.c.deleteLater(key, 0, s)
+		return nil, err
+	}
+	if !resp.Succeeded {
+		return nil, nil
+	}
+	return a.granted(s, key, resp.Header.Revision)
+}

@@ -1,0 +1,307 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/dlockgo/dlock"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// session is one lease of the Client in etcd. Every key the Client writes
+// without LeaseTime is attached to it, so the keys of a Client that stops
+// renewing disappear when etcd expires the lease.
+type session struct {
+	id   clientv3.LeaseID
+	ttl  time.Duration // as granted by etcd
+	done chan struct{} // closed when the session ended
+
+	mu    sync.Mutex
+	sent  time.Time // when the last confirmed grant or keepalive was sent
+	ended bool
+}
+
+// margin is what is taken off a lease on the client's clock, as the
+// Keeper does: 1% plus 2 ms.
+func margin(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// confirmed returns when the last confirmed renewal was sent: etcd keeps
+// the lease until at least that moment plus the TTL.
+func (s *session) confirmed() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sent
+}
+
+// deadline is when the session must be taken as gone on the local clock.
+func (s *session) deadline() time.Time {
+	return s.confirmed().Add(s.ttl - margin(s.ttl))
+}
+
+// alive reports whether the session has not ended and its deadline has not
+// passed.
+func (s *session) alive() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.ended && time.Now().Before(s.sent.Add(s.ttl-margin(s.ttl)))
+}
+
+// confirm records a renewal sent at sent; false if the session has ended
+// or its deadline passed before the confirmation came.
+func (s *session) confirm(sent time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended || !time.Now().Before(s.sent.Add(s.ttl-margin(s.ttl))) {
+		return false
+	}
+	if sent.After(s.sent) {
+		s.sent = sent
+	}
+	return true
+}
+
+// end marks the session ended; false if it already was.
+func (s *session) end() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return false
+	}
+	s.ended = true
+	close(s.done)
+	return true
+}
+
+// session returns the Client's live session, granting a new lease when
+// there is none (the first acquisition, or the last session ended).
+func (c *Client) session(ctx context.Context) (*session, error) {
+	for {
+		c.mu.Lock()
+		closed, s := c.closed, c.sess
+		c.mu.Unlock()
+		if closed {
+			return nil, dlock.ErrClosed
+		}
+		if s != nil {
+			if s.alive() {
+				return s, nil
+			}
+			c.endSession(s, dlock.LostUnreachable, true)
+			continue
+		}
+		select {
+		case c.grants <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		s, err := c.grantSession(ctx)
+		<-c.grants
+		if s != nil || err != nil {
+			return s, err
+		}
+	}
+}
+
+// grantSession grants a new session lease unless another caller did while
+// this one waited its turn (then it returns nil, nil).
+func (c *Client) grantSession(ctx context.Context) (*session, error) {
+	c.mu.Lock()
+	cur := c.sess
+	c.mu.Unlock()
+	if cur != nil {
+		return nil, nil
+	}
+	sent := time.Now()
+	resp, err := c.cli.Grant(ctx, seconds(c.ttl))
+	if err != nil {
+		return nil, err
+	}
+	s := &session{id: resp.ID, ttl: time.Duration(resp.TTL) * time.Second, sent: sent, done: make(chan struct{})}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_, _ = c.cli.Revoke(rctx, s.id)
+		return nil, dlock.ErrClosed
+	}
+	c.sess = s
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+	return s, nil
+}
+
+// seconds returns d in whole seconds, rounded up.
+func seconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
+
+// endSession ends s: every hold kept by it is lost with reason, waiters on
+// it queue again, and (with revoke) the lease is revoked in the
+// background, so keys of holders that were told they lost are gone from
+// etcd too.
+func (c *Client) endSession(s *session, reason dlock.LostReason, revoke bool) {
+	if !s.end() {
+		return
+	}
+	c.mu.Lock()
+	if c.sess == s {
+		c.sess = nil
+	}
+	c.mu.Unlock()
+	for _, h := range c.holdsOf(s) {
+		h.Lose(reason)
+	}
+	if revoke {
+		c.background(func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(ctx, s.ttl)
+			defer cancel()
+			for ctx.Err() == nil {
+				if _, err := c.cli.Revoke(ctx, s.id); err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) {
+					return
+				}
+				sleep(ctx, 200*time.Millisecond)
+			}
+		})
+	}
+}
+
+// holdsOf returns the live holds kept by s.
+func (c *Client) holdsOf(s *session) []*dlock.Hold {
+	var hs []*dlock.Hold
+	for _, h := range c.keeper.Renewing() {
+		if o, ok := h.Ops().(*grantOps); ok && o.session() == s {
+			hs = append(hs, h)
+		}
+	}
+	return hs
+}
+
+// keepalive renews the current session every TTL/3 (sooner again after a
+// failure) until Close.
+func (c *Client) keepalive() {
+	defer c.wg.Done()
+	failed := false
+	for {
+		c.mu.Lock()
+		s := c.sess
+		c.mu.Unlock()
+		if s == nil {
+			select {
+			case <-c.kick:
+				continue
+			case <-c.bg.Done():
+				return
+			}
+		}
+		next := time.Until(s.confirmed().Add(s.ttl / 3))
+		if failed {
+			next = min(next, retryEvery(s.ttl))
+		}
+		t := time.NewTimer(next)
+		select {
+		case <-t.C:
+		case <-s.done:
+			t.Stop()
+			continue
+		case <-c.bg.Done():
+			t.Stop()
+			return
+		}
+		failed = !c.renew(s)
+	}
+}
+
+// retryEvery is how soon a failed keepalive is tried again.
+func retryEvery(ttl time.Duration) time.Duration { return min(ttl/10, 500*time.Millisecond) }
+
+// renew sends one keepalive for s. On success every hold of s is renewed
+// and the holds' keys are checked; when etcd says the lease is gone, or
+// the session's deadline passes with no confirmation, the session ends.
+// It returns false if the keepalive failed.
+func (c *Client) renew(s *session) bool {
+	deadline := s.deadline()
+	if !time.Now().Before(deadline) {
+		c.endSession(s, dlock.LostUnreachable, true)
+		return true
+	}
+	holds := c.holdsOf(s) // before the keepalive: every key of these existed before it
+	// One attempt is bounded well inside the deadline, so that a call stuck
+	// on a dead connection leaves time for another on a live one.
+	until := time.Now().Add(max(s.ttl/5, 200*time.Millisecond))
+	if deadline.Before(until) {
+		until = deadline
+	}
+	ctx, cancel := context.WithDeadline(c.bg, until)
+	sent := time.Now()
+	resp, err := c.cli.KeepAliveOnce(ctx, s.id)
+	cancel()
+	switch {
+	case c.bg.Err() != nil:
+		return true
+	case err == nil && resp.TTL > 0:
+		if !s.confirm(sent) {
+			c.endSession(s, dlock.LostUnreachable, true)
+			return true
+		}
+		ttl := time.Duration(resp.TTL) * time.Second
+		for _, h := range holds {
+			h.Renewed(sent, ttl)
+		}
+		c.checkKeys(holds)
+		return true
+	case err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound):
+		c.endSession(s, dlock.LostExpired, false)
+		return true
+	default:
+		for _, h := range holds {
+			h.RenewFailed(err)
+		}
+		if !time.Now().Before(s.deadline()) {
+			c.endSession(s, dlock.LostUnreachable, true)
+		}
+		return false
+	}
+}
+
+// checkKeys reads the keys of holds (in one read per 64) and loses every
+// hold whose key is gone or was replaced: a lock deleted behind its
+// holder's back is reported at the next renewal. A failed read changes
+// nothing.
+func (c *Client) checkKeys(holds []*dlock.Hold) {
+	for len(holds) > 0 {
+		n := min(len(holds), 64)
+		batch := holds[:n]
+		holds = holds[n:]
+		ops := make([]clientv3.Op, n)
+		for i, h := range batch {
+			ops[i] = clientv3.OpGet(h.Ops().(*grantOps).key, clientv3.WithKeysOnly())
+		}
+		ctx, cancel := context.WithTimeout(c.bg, c.ttl/3)
+		resp, err := c.cli.Txn(ctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return
+		}
+		for i, h := range batch {
+			kvs := resp.Responses[i].GetResponseRange().GetKvs()
+			if len(kvs) == 0 || kvs[0].CreateRevision != h.Token() {
+				h.Lose(dlock.LostDeletedOrTaken)
+			}
+		}
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
