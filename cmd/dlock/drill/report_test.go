@@ -251,8 +251,8 @@ func TestReportMisdelete(t *testing.T) {
 	}
 	zoom := all[1]
 	checkTimeline(t, zoom, "A", "B", "C")
-	if w := rowOf(t, zoom, naive, "B")[0].num(t, "width"); w < 40 {
-		t.Errorf("enlarged, B's hold is %.1f px wide; want it plainly visible (>= 40)", w)
+	if w := rowOf(t, zoom, naive, "B")[0].num(t, "width"); w < 20 {
+		t.Errorf("enlarged, B's hold is %.1f px wide; want it plainly visible (>= 20)", w)
 	}
 	for _, want := range []string{"DEL: deletes B&#39;s key", "What happened"} {
 		if !strings.Contains(page, want) {
