@@ -221,8 +221,8 @@ func (c *Client) watch(ctx context.Context, dir, name string) (<-chan zk.Event, 
 func (c *Client) giveUp(n *node) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := n.delete(ctx); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrSessionExpired) {
-		go c.deletePath(n.path) // keep trying while the session lasts
+	if err := n.delete(ctx); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrSessionExpired) && ctx.Err() == nil {
+		go c.deletePath(n.path, n.sid) // keep trying while the session lasts
 	}
 }
 

@@ -84,7 +84,7 @@ func (c *Client) lost(n *node) {
 	}
 	c.forget(n)
 	if c.conn.SessionID() == n.sid {
-		_ = c.deletePath(n.path)
+		_ = c.deletePath(n.path, n.sid)
 	}
 }
 

@@ -253,7 +253,7 @@ func (c *Client) find(ctx context.Context, dir, attempt string) (created, int64,
 func (c *Client) abandon(res <-chan createResult, dir, attempt string) {
 	r := <-res
 	if r.err == nil {
-		c.deletePath(r.path)
+		c.deletePath(r.path, r.sid)
 		return
 	}
 	if retryable(r.err) {
@@ -266,10 +266,10 @@ func (c *Client) deleteAttempt(dir, attempt string) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	for ctx.Err() == nil {
-		got, _, err := c.find(ctx, dir, attempt)
+		got, sid, err := c.find(ctx, dir, attempt)
 		if err == nil {
 			if got.path != "" {
-				c.deletePath(got.path)
+				c.deletePath(got.path, sid)
 			}
 			return
 		}
@@ -277,12 +277,16 @@ func (c *Client) deleteAttempt(dir, attempt string) {
 	}
 }
 
-// deletePath deletes path; a missing node is fine. It retries while the
-// connection is down, for at most the session timeout (after that the
-// session and its nodes are gone anyway).
-func (c *Client) deletePath(path string) error {
-	deadline := time.Now().Add(c.timeout)
+// deletePath deletes path, a node of session sid; a missing node is fine.
+// It retries while the connection is down, until the session is gone or for
+// twice the session timeout (the session cannot outlive a disconnection
+// that long).
+func (c *Client) deletePath(path string, sid int64) error {
+	deadline := time.Now().Add(2*c.timeout + 5*time.Second)
 	for {
+		if now := c.conn.SessionID(); now != sid && now != 0 {
+			return nil // the session ended: its nodes are gone
+		}
 		err := c.conn.Delete(path, -1)
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrSessionExpired):

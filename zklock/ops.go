@@ -44,18 +44,37 @@ func (n *node) Release(ctx context.Context) (dlock.Released, error) {
 	return 0, err
 }
 
-// delete deletes the node if it is still this session's.
+// delete deletes the node if it is still this session's, retrying while
+// the connection is down. If ctx ends first the delete goes on in the
+// background (a node left behind would block the queue for as long as the
+// session lives).
 func (n *node) delete(ctx context.Context) error {
-	if n.c.conn.SessionID() != n.sid {
-		return zk.ErrSessionExpired
+	for tried := false; ; tried = true {
+		if n.c.conn.SessionID() != n.sid {
+			return zk.ErrSessionExpired
+		}
+		_, err := call(ctx, n.c, func() (struct{}, error) {
+			return struct{}{}, n.c.conn.Delete(n.path, -1)
+		})
+		switch {
+		case tried && errors.Is(err, zk.ErrNoNode):
+			// An earlier try whose reply was lost deleted it. (Nobody else
+			// deletes another session's node but an operator, and the node
+			// was ours when that try was sent.)
+			return nil
+		case errors.Is(err, errClosed): // the client closes: finish the delete
+			return n.c.deletePath(n.path, n.sid)
+		case ctx.Err() != nil:
+			go n.c.deletePath(n.path, n.sid)
+			return err
+		case !retryable(err):
+			return err
+		}
+		if sleep(ctx, n.c, 50*time.Millisecond) != nil {
+			go n.c.deletePath(n.path, n.sid)
+			return err
+		}
 	}
-	_, err := call(ctx, n.c, func() (struct{}, error) {
-		return struct{}{}, n.c.conn.Delete(n.path, -1)
-	})
-	if errors.Is(err, errClosed) { // the client closes: finish the delete
-		err = n.c.deletePath(n.path)
-	}
-	return err
 }
 
 // Extend confirms the node is still ours; a ZooKeeper lock lasts as long as

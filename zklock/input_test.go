@@ -1,0 +1,214 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlockgo/dlock"
+	"github.com/go-zookeeper/zk"
+)
+
+func TestBadInput(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := New(nil, SessionTimeout(time.Second)); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("New(nil): %v", err)
+	}
+	c := dial(t, 2*time.Second)
+	if _, err := New(c.Conn()); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("New without SessionTimeout: %v", err)
+	}
+	for _, o := range []Option{Root(""), Root("x"), Root("/x/"), ACL(nil), nil} {
+		if _, err := New(c.Conn(), SessionTimeout(time.Second), o); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Errorf("bad option: %v", err)
+		}
+	}
+	if _, err := New(c.Conn(), SessionTimeout(0)); !errors.Is(err, dlock.ErrInvalidDuration) {
+		t.Errorf("SessionTimeout(0): %v", err)
+	}
+	if _, err := Dial(ctx, " , ", time.Second); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("Dial without servers: %v", err)
+	}
+	if _, err := Dial(ctx, server.Addr(), 0); !errors.Is(err, dlock.ErrInvalidDuration) {
+		t.Errorf("Dial with no timeout: %v", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	if _, err := Dial(short, "127.0.0.1:1", time.Second); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Dial to nothing: %v", err)
+	}
+	cancel()
+
+	n := lockName(t)
+	var nilCtx context.Context
+	if _, err := c.Mutex(n).Acquire(nilCtx); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("nil ctx: %v", err)
+	}
+	for _, name := range []string{"", strings.Repeat("x", dlock.MaxNameLen+1)} {
+		if _, err := c.Mutex(name).Acquire(ctx); !errors.Is(err, dlock.ErrInvalidName) {
+			t.Errorf("name of %d bytes: %v", len(name), err)
+		}
+	}
+	if _, err := c.Semaphore(n, 0).Acquire(ctx); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("0 permits: %v", err)
+	}
+	if _, err := c.Mutex(n).Acquire(ctx, dlock.ReplicaAck(1, time.Second)); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("ReplicaAck: %v", err)
+	}
+	if _, err := c.Mutex(n).Acquire(ctx, dlock.LeaseTime(-1)); !errors.Is(err, dlock.ErrInvalidDuration) {
+		t.Errorf("negative lease: %v", err)
+	}
+	if got := members(t, c, "lock", n); len(got) != 0 {
+		t.Errorf("bad input left nodes: %v", got)
+	}
+
+	// Extending past the session timeout is refused; the lock stays held.
+	l, err := c.Mutex(n).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Extend(ctx, time.Minute); !errors.Is(err, dlock.ErrInvalidDuration) {
+		t.Errorf("Extend past the session: %v", err)
+	}
+	if err := l.Extend(ctx, time.Second); err != nil {
+		t.Errorf("Extend(1s): %v", err)
+	}
+	if err := l.Verify(ctx); err != nil {
+		t.Errorf("Verify: %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	c.Close()
+	if _, err := c.Mutex(n).Acquire(ctx); !errors.Is(err, dlock.ErrClosed) {
+		t.Errorf("after Close: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestNames: any name of 1..MaxNameLen bytes is one lock of its own,
+// whatever its characters.
+func TestNames(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	a, b := dial(t, 2*time.Second), dial(t, 2*time.Second)
+	p := lockName(t)
+	names := []string{".", "..", p + "/a", p, p + "/a/..", p + "\x00\x01", p + " ü ☃ %2F", strings.Repeat("é", dlock.MaxNameLen/2)}
+	var held []*dlock.Lease
+	for _, n := range names {
+		l, err := a.Mutex(n).Acquire(ctx, dlock.Wait(0))
+		if err != nil {
+			t.Fatalf("%q: %v", n, err)
+		}
+		held = append(held, l)
+	}
+	for _, n := range names {
+		if _, err := b.Mutex(n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Errorf("%q held by a, b: %v", n, err)
+		}
+	}
+	for _, l := range held {
+		if err := l.Unlock(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestReadWriteOwner(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	c, other := dial(t, 2*time.Second), dial(t, 2*time.Second)
+	n := lockName(t)
+	rw := c.RWLock(n)
+	r, err := rw.Read().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rw.Write().Acquire(r.Context()); !errors.Is(err, dlock.ErrUpgrade) {
+		t.Fatalf("write under the owner's read: %v, want ErrUpgrade", err)
+	}
+	r.Unlock(ctx)
+	w, err := rw.Write().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The writer may read too; nobody else may.
+	r2, err := rw.Read().Acquire(w.Context(), dlock.Wait(0))
+	if err != nil {
+		t.Fatalf("read under the owner's write: %v", err)
+	}
+	if _, err := other.RWLock(n).Read().Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("another reader beside a writer: %v", err)
+	}
+	// The Mutex of the same name is excluded like a writer.
+	if _, err := other.Mutex(n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("a mutex beside a writer: %v", err)
+	}
+	r2.Unlock(ctx)
+	w.Unlock(ctx)
+	l, err := other.Mutex(n).Acquire(ctx, dlock.Wait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Unlock(ctx)
+}
+
+// TestLongFixedLease: a fixed lease longer than the session timeout is
+// kept by the heartbeat and ends at its lease, its node deleted.
+func TestLongFixedLease(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	a, b := dial(t, time.Second), dial(t, time.Second)
+	n := lockName(t)
+	lease := 3 * time.Second
+	start := time.Now()
+	l, err := a.Mutex(n).Acquire(ctx, dlock.LeaseTime(lease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := b.Mutex(n).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Unlock(ctx)
+	if d := time.Since(start); d < lease*9/10 {
+		t.Fatalf("granted to the next after %v of a %v lease", d, lease)
+	}
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("the first holder was not told its lease ended")
+	}
+	if err := l.Unlock(ctx); !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("Unlock after the lease: %v", err)
+	}
+}
+
+// TestSessionClosedLosesLease: when the session ends (here: its connection
+// is closed under the client), the lease is lost.
+func TestSessionClosedLosesLease(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	conn, _, err := zk.Connect([]string{server.Addr()}, 2*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(conn, SessionTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, err := c.Mutex(lockName(t)).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close() // the caller's connection: its session ends
+	select {
+	case <-l.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("lease not lost after its session ended")
+	}
+	if err := l.Err(); !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("Err: %v", err)
+	}
+}
