@@ -1,0 +1,44 @@
+package etcdlock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/dlocktest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// TestConformance runs the suite every dlock backend passes against one
+// real etcd member.
+func TestConformance(t *testing.T) {
+	admin := etcdClient(t)
+	dlocktest.Run(t, dlocktest.Backend{
+		NewClient: func(t testing.TB) dlocktest.Client {
+			c := newClient(t, WithTTL(2*time.Second))
+			return dlocktest.Client{
+				Mutex: func(name string) dlock.Locker { return c.Mutex(name) },
+				Lock:  func(name string) dlock.Locker { return c.Lock(name) },
+				Read:  func(name string) dlock.Locker { return c.RWLock(name).ReadLock() },
+				Write: func(name string) dlock.Locker { return c.RWLock(name).WriteLock() },
+				Semaphore: func(name string, permits int) dlock.Locker {
+					return c.Semaphore(name, permits)
+				},
+				Close: c.Close,
+			}
+		},
+		Renewal: 2 * time.Second,
+		Lease:   1500 * time.Millisecond,
+		Steal: func(t testing.TB, name string) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			c := &Client{prefix: DefaultPrefix}
+			for _, kind := range []string{"mutex", "lock", "rw", "semaphore"} {
+				if _, err := admin.Delete(ctx, c.dir(kind, name), clientv3.WithPrefix()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		},
+	})
+}
