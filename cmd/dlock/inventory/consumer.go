@@ -367,17 +367,21 @@ func (c *Consumer) drainSKU(ctx context.Context, sku string) error {
 }
 
 // Flush persists the entries delivered to this consumer and not yet
-// acknowledged (call it after Run returned), so that a graceful stop leaves
-// nothing for another consumer to reclaim.
+// acknowledged, then the entries no consumer has read yet (call it after
+// Run returned), so that a graceful stop leaves nothing queued for another
+// consumer to reclaim or read: the last replica to stop persists the
+// stream's tail. It returns ctx's error if ctx ends first.
 func (c *Consumer) Flush(ctx context.Context, skus ...string) error {
 	for _, sku := range skus {
-		for {
-			n, err := c.pass(ctx, sku, "0")
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				break
+		for _, id := range []string{"0", ">"} {
+			for {
+				n, err := c.pass(ctx, sku, id)
+				if err != nil {
+					return err
+				}
+				if n == 0 {
+					break
+				}
 			}
 		}
 	}

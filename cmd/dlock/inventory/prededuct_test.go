@@ -427,3 +427,28 @@ func TestPredeductReconcileFindsLostEntry(t *testing.T) {
 		t.Fatalf("after losing one entry: %+v", rep)
 	}
 }
+
+// TestPredeductFlushPersistsUnread: a graceful stop's Flush persists the
+// entries no consumer has read yet, not only its own pending ones: the
+// last replica to stop leaves nothing queued.
+func TestPredeductFlushPersistsUnread(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, "sqlite")
+	w.addSKU(t, "1001", 5)
+	s := w.strategy(t, "prededuct", inventory.Options{}, "1001").(*inventory.Prededuct)
+	for i := range 3 {
+		if res, err := s.Buy(ctx, "1001", 1, "alice", fmt.Sprint("r", i)); res.Outcome != inventory.Sold {
+			t.Fatalf("%+v %v", res, err)
+		}
+	}
+	if err := s.NewConsumer(inventory.ConsumerOptions{}).Flush(ctx, "1001"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Reconcile(ctx, "1001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Orders != 3 || rep.Pending != 0 || !rep.Clean() {
+		t.Fatalf("after Flush: %s, want 3 orders and nothing pending", rep)
+	}
+}
