@@ -19,7 +19,7 @@ import "context"
 // Like Lock, it is reentrant through the Lease's Context (re-entry does not
 // queue). Its key is a Lock-shaped hash marked "fair": give every name one
 // shape.
-type FairLock struct{ sh reentrantShape }
+type FairLock struct{ sh *reentrantShape }
 
 // FairLock returns the FairLock called name. The name is checked by Acquire.
 func (c *Client) FairLock(name string) *FairLock {

@@ -13,6 +13,7 @@ import (
 type keyOps struct {
 	c             *Client
 	keys          lockKeys
+	lockList      []string // {keys.lock}, shared by every call; nil: built per call
 	holder        string
 	releaseScript *redis.Script
 	extendScript  *redis.Script
@@ -20,17 +21,25 @@ type keyOps struct {
 	owned         func(ctx context.Context, c *Client, key, holder string) (bool, error)
 }
 
+// lockKeyList is the KEYS of the one-key scripts.
+func (o *keyOps) lockKeyList() []string {
+	if o.lockList != nil {
+		return o.lockList
+	}
+	return []string{o.keys.lock}
+}
+
 func (o *keyOps) releaseCall(op string) scriptCall {
 	args := []any{o.holder}
 	if o.releaseOp {
 		args = append(args, op)
 	}
-	return scriptCall{o.releaseScript, []string{o.keys.lock}, append(args, o.keys.wake)}
+	return scriptCall{o.releaseScript, o.lockKeyList(), append(args, o.keys.wake)}
 }
 
 // renewCall is the script call that sets the TTL to ttl if still ours.
 func (o *keyOps) renewCall(ttl time.Duration) scriptCall {
-	return scriptCall{o.extendScript, []string{o.keys.lock}, []any{o.holder, ms(ttl)}}
+	return scriptCall{o.extendScript, o.lockKeyList(), []any{o.holder, ms(ttl)}}
 }
 
 func (o *keyOps) renewCalls(ttl time.Duration) []scriptCall {

@@ -12,7 +12,7 @@ import "context"
 // one's hold: it raises the TTL to at least its own lease but does not switch
 // the watchdog on or off. Like Mutex it is not fair: a free Lock goes to
 // whoever asks (see FairLock).
-type Lock struct{ sh reentrantShape }
+type Lock struct{ sh *reentrantShape }
 
 // Lock returns the reentrant Lock called name. The name is checked by Acquire.
 func (c *Client) Lock(name string) *Lock { return &Lock{c.reentrant(name, false)} }

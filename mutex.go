@@ -18,10 +18,15 @@ type Mutex struct {
 	c    *Client
 	name string
 	k    queueKeys
+	sp   shapeSpec
 }
 
 // Mutex returns the Mutex called name. The name is checked by Acquire.
-func (c *Client) Mutex(name string) *Mutex { return &Mutex{c: c, name: name, k: c.queueKeys(name)} }
+func (c *Client) Mutex(name string) *Mutex {
+	m := &Mutex{c: c, name: name, k: c.queueKeys(name)}
+	m.sp = shapeSpec{kind: "mutex", name: name, keys: m.k.waiting(), wake: wakeHandOff, replicaAck: true, leave: mutexShape{m}.leaveCall}
+	return m
+}
 
 // Name returns the lock's name.
 func (m *Mutex) Name() string { return m.name }
@@ -33,28 +38,30 @@ func (m *Mutex) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
 
 type mutexShape struct{ m *Mutex }
 
-func (s mutexShape) spec() shapeSpec {
-	return shapeSpec{kind: "mutex", name: s.m.name, keys: s.m.k.waiting(), wake: wakeHandOff, replicaAck: true, leave: s.leaveCall}
-}
+func (s mutexShape) spec() shapeSpec { return s.m.sp }
 
+// attempt: the token is unique to the Acquire call, so its first 16
+// characters serve as the call's operation id.
 func (s mutexShape) attempt(owner string, ttl time.Duration, meta string) attempt {
-	return attempt{owner: owner, token: newToken(), op: newOpID(), ttl: ttl, meta: meta}
+	tok := newToken()
+	return attempt{owner: owner, token: tok, op: tok[:16], ttl: ttl, meta: meta}
 }
 
 func (s mutexShape) acquireCall(a attempt) scriptCall {
-	return scriptCall{mutexAcquire, s.m.k.list(), s.m.c.queueArgs(a, s.m.k)}
+	return scriptCall{mutexAcquire, s.m.k.list, s.m.k.acquireArgs(a)}
 }
 
 func (s mutexShape) leaveCall(a attempt) scriptCall {
-	k := s.m.k
-	return scriptCall{mutexLeave, k.list(), []any{a.token, s.m.c.queueMember(a), k.wake, ms(s.m.c.fenceTTL), s.m.c.listenCheck()}}
+	k := &s.m.k
+	return scriptCall{mutexLeave, k.list, []any{a.token, s.m.c.queueMember(a), k.args.wake, k.args.fenceTTL, k.args.check}}
 }
 
-func (s mutexShape) holdID(a attempt) string { return s.m.k.lock + "|" + a.token }
+// holdID is "": a Mutex grant never joins another (its token is its own).
+func (s mutexShape) holdID(a attempt) string { return "" }
 
 func (s mutexShape) ops(a attempt) holdOps {
-	k := s.m.k
-	return queueOps{&keyOps{c: s.m.c, keys: k.lockKeys, holder: a.token, extendScript: mutexExtend, owned: mutexOwned}, k, mutexRelease}
+	k := &s.m.k
+	return &queueOps{keyOps{c: s.m.c, keys: k.lockKeys, lockList: k.list[:1], holder: a.token, extendScript: mutexExtend, owned: mutexOwned}, k, mutexRelease, false}
 }
 
 // mutexOwned reads a Mutex key and reports whether holder holds it.

@@ -27,19 +27,32 @@ import (
 
 // queueKeys are the keys of a lock that queues its waiters: the lock's keys,
 // its queue and the waiters' deadlines, and own, the wake channel of this
-// Client's waiters (lockKeys.wake .. ":" .. Client id).
+// Client's waiters (lockKeys.wake .. ":" .. Client id). They are built once
+// per lock object, with the script arguments that never change (args), so
+// that a call only adds what is its own.
 type queueKeys struct {
 	lockKeys
 	queue, timeouts, own string
+	list                 []string // the KEYS of the queue scripts; never modified
+	args                 queueArgs
+}
+
+// queueArgs are the fixed ARGV of a lock's queue scripts, boxed once.
+type queueArgs struct {
+	fenceTTL, client, wake, check any
+	lease, queue                  any   // ms of the Client's default lease and of DefaultQueueTimeout
+	leaseMs, queueMs              int64 // their values
 }
 
 func (c *Client) queueKeys(name string) queueKeys {
 	k := c.keys(name)
-	return queueKeys{lockKeys: k, queue: k.lock + ":queue", timeouts: k.lock + ":timeouts", own: k.wake + ":" + c.sub.id}
+	q := queueKeys{lockKeys: k, queue: k.lock + ":queue", timeouts: k.lock + ":timeouts", own: k.wake + ":" + c.sub.id}
+	q.list = []string{k.lock, k.fence, q.queue, q.timeouts}
+	q.args = queueArgs{fenceTTL: ms(c.fenceTTL), client: c.sub.id, wake: k.wake, check: c.listenCheck(),
+		leaseMs: ms(c.timeout), queueMs: ms(DefaultQueueTimeout)}
+	q.args.lease, q.args.queue = q.args.leaseMs, q.args.queueMs
+	return q
 }
-
-// list is the KEYS of the queue scripts.
-func (k queueKeys) list() []string { return []string{k.lock, k.fence, k.queue, k.timeouts} }
 
 // waiting is the lockKeys a queued shape reports: its waiters listen on own.
 func (k queueKeys) waiting() lockKeys {
@@ -53,14 +66,27 @@ func (c *Client) queueMember(a attempt) string {
 	return a.op + "|" + a.token + "|" + strconv.FormatInt(ms(a.ttl), 10) + "|" + c.sub.id + "|" + a.meta
 }
 
-// queueArgs are the ARGV the queue acquire scripts share: holder, op, lease,
-// metadata, fence TTL, queue timeout, wake channel, Client id, queued.
-func (c *Client) queueArgs(a attempt, k queueKeys) []any {
+// boxed returns d in ms as a script argument, the boxed value when d is in
+// ms what it holds.
+func boxed(d time.Duration, v int64, box any) any {
+	if n := ms(d); n != v {
+		return n
+	}
+	return box
+}
+
+// acquireArgs are the ARGV the queue acquire scripts share: holder, op,
+// lease, metadata, fence TTL, queue timeout, Client id, queued; extra (at
+// most 4) follow them.
+func (k *queueKeys) acquireArgs(a attempt, extra ...any) []any {
 	queued := "0"
 	if a.queued {
 		queued = "1"
 	}
-	return []any{a.token, a.op, ms(a.ttl), a.meta, ms(c.fenceTTL), ms(a.queue), k.wake, c.sub.id, queued}
+	args := make([]any, 8, 12)
+	args[0], args[1], args[2], args[3] = a.token, a.op, boxed(a.ttl, k.args.leaseMs, k.args.lease), a.meta
+	args[4], args[5], args[6], args[7] = k.args.fenceTTL, boxed(a.queue, k.args.queueMs, k.args.queue), k.args.client, queued
+	return append(args, extra...)
 }
 
 // listenCheck is the scripts' check flag: "1" when a hand-off must reach a
@@ -77,14 +103,19 @@ func (c *Client) listenCheck() string {
 // queueOps is a queued lock's key operations, with a release that hands the
 // lock to the first live waiter.
 type queueOps struct {
-	*keyOps
-	k      queueKeys
+	keyOps
+	k      *queueKeys
 	handOn *redis.Script
+	withOp bool // the release script takes the Unlock call's operation id (a Mutex's does not: its token makes a release idempotent)
 }
 
-func (o queueOps) release(ctx context.Context, op string) (releaseResult, error) {
-	call := scriptCall{o.handOn, o.k.list(), []any{o.holder, op, o.k.wake, ms(o.c.fenceTTL), o.c.listenCheck()}}
-	n, err := call.run(ctx, o.c.rdb).Int64()
+func (o *queueOps) release(ctx context.Context, op string) (releaseResult, error) {
+	a := &o.k.args
+	args := []any{o.holder, a.wake, a.fenceTTL, a.check}
+	if o.withOp {
+		args = []any{o.holder, op, a.wake, a.fenceTTL, a.check}
+	}
+	n, err := scriptCall{o.handOn, o.k.list, args}.run(ctx, o.c.rdb).Int64()
 	return releaseResult(n), err
 }
 

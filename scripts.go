@@ -44,10 +44,15 @@ func granting(name string) *redis.Script {
 	return redis.NewScript(readLua("fence.lua") + "\n" + readLua(name))
 }
 
-// queued is a script of a lock with a waiter queue: fence.lua, lib.lua,
-// queue_lib.lua and the shape's own library are prepended.
+// queued is a script of a lock with a waiter queue: fence.lua, queue_lib.lua
+// and the shape's own library are prepended (and lib.lua for the reentrant
+// shapes, which use keep). Every prepended function is created anew on each
+// call, so a script gets only the libraries it uses.
 func queued(name, lib string) *redis.Script {
-	return withLibs(name, "fence.lua", "lib.lua", "queue_lib.lua", lib)
+	if lib == "reentrant_lib.lua" {
+		return withLibs(name, "fence.lua", "lib.lua", "queue_lib.lua", lib)
+	}
+	return withLibs(name, "fence.lua", "queue_lib.lua", lib)
 }
 
 // withLibs is the script name with library files (fence.lua, lib.lua, ...:

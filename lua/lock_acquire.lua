@@ -13,9 +13,12 @@
 --                            fence; the TTL is raised to at least ARGV[3]).
 --                            A retry of an operation already applied (same
 --                            ARGV[2]) changes nothing and returns the same.
---         {0, pttl}          held by another owner; pttl in ms (-1: no TTL)
+--         {0, pttl}          held by another owner; pttl in ms (-1: no TTL);
+--                            the hash gets the waiters mark w (see
+--                            reentrant_lib.lua)
 -- Errors  WRONGTYPE          the key is not a hash of this shape
-local o = redis.call('HGET', KEYS[1], 'o')
+local f = redis.call('HMGET', KEYS[1], 'o', 's', 'w')
+local o = f[1]
 if not o then
   if redis.call('EXISTS', KEYS[1]) == 1 then
     return redis.error_reply('WRONGTYPE lock key holds a hash of another shape')
@@ -26,6 +29,9 @@ if not o then
   return {1, t, 1}
 end
 if o ~= ARGV[1] then
+  if f[2] ~= 'rw' and not f[3] then
+    redis.call('HSET', KEYS[1], 'w', '1') -- a Lock's release must wake us (reentrant_lib.lua)
+  end
   return {0, redis.call('PTTL', KEYS[1])}
 end
 local t = tonumber(redis.call('HGET', KEYS[1], 't'))

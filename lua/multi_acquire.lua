@@ -19,12 +19,16 @@
 -- Errors  WRONGTYPE       a member key is not a hash of this shape
 local n = #KEYS / 2
 for i = 1, n do
-  local o = redis.call('HGET', KEYS[2 * i - 1], 'o')
+  local f = redis.call('HMGET', KEYS[2 * i - 1], 'o', 's', 'w')
+  local o = f[1]
   if not o then
     if redis.call('EXISTS', KEYS[2 * i - 1]) == 1 then
       return redis.error_reply('WRONGTYPE lock key holds a hash of another shape')
     end
   elseif o ~= ARGV[1] then
+    if f[2] ~= 'rw' and not f[3] then
+      redis.call('HSET', KEYS[2 * i - 1], 'w', '1') -- a Lock's release must wake us (reentrant_lib.lua)
+    end
     return {0, redis.call('PTTL', KEYS[2 * i - 1]), i}
   end
 end
@@ -48,6 +52,15 @@ for i = 1, n do
   end
   if t > fence then
     fence = t
+  end
+end
+-- A Lock on a member counts on from its counter (fence_next): raise every
+-- member's counter to the MultiLock's token, so the member's next token is
+-- above this one too.
+for i = 1, n do
+  local c = tonumber(redis.call('GET', KEYS[2 * i]))
+  if not c or c < fence then
+    redis.call('SET', KEYS[2 * i], string.format('%.0f', fence), 'PX', ARGV[5])
   end
 end
 return {1, fence}

@@ -21,7 +21,7 @@
 q_leave(KEYS[3], KEYS[4], ARGV[2])
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 32) == ARGV[1] then
-  mutex_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], v, ARGV[3], ARGV[4], ARGV[5])
+  mutex_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], v, ARGV[3], ARGV[4], ARGV[5], true)
   return 1
 end
 return 0

@@ -5,12 +5,10 @@
 -- KEYS[2]  fence counter
 -- KEYS[3]  queue key
 -- KEYS[4]  timeouts key
--- ARGV[1]  token of the holder (32 hex chars)
--- ARGV[2]  operation id of the Unlock call (unused: the token makes a
---          Mutex release idempotent)
--- ARGV[3]  wake-up channel of the lock (see queue_lib.lua)
--- ARGV[4]  fence counter TTL in milliseconds
--- ARGV[5]  '1' if a hand-off must reach a subscriber of the waiter's Client
+-- ARGV[1]  token of the holder (32 hex chars; it makes a release idempotent)
+-- ARGV[2]  wake-up channel of the lock (see queue_lib.lua)
+-- ARGV[3]  fence counter TTL in milliseconds
+-- ARGV[4]  '1' if a hand-off must reach a subscriber of the waiter's Client
 --          channel (not on a Cluster: see q_hand)
 --
 -- Returns 1  released: handed to the first live waiter (who alone is
@@ -19,7 +17,7 @@
 -- Errors  WRONGTYPE   the key exists and is not a string
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 32) == ARGV[1] then
-  mutex_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], v, ARGV[3], ARGV[4], ARGV[5])
+  mutex_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], v, ARGV[2], ARGV[3], ARGV[4])
   return 1
 end
 return 0

@@ -53,18 +53,17 @@ end
 -- The ttl is the waiter's lease, at most what is left of its deadline; last
 -- is the fence of the holder it takes over from (nil: unknown).
 -- Returns true (handed), 'self' (the first live waiter is self_op, taken out
--- of the queue, nothing published or granted) or false (nobody to hand to),
--- and the server time in microseconds it read (nil if it read none).
+-- of the queue, nothing published or granted) or false (nobody to hand to).
 local function q_hand(queue, timeouts, fence, fence_ttl, last, wake, check, self_op, grant)
   local i = 0
-  local now_ms, now_us
+  local now_ms
   while true do
     local member = redis.call('ZRANGE', queue, i, i)[1]
     if not member then
-      return false, now_us
+      return false
     end
     if not now_ms then
-      now_ms, now_us = clock()
+      now_ms = clock()
     end
     local deadline = tonumber(redis.call('ZSCORE', timeouts, member))
     local op, holder, lease, client, meta = string.match(member, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
@@ -72,16 +71,16 @@ local function q_hand(queue, timeouts, fence, fence_ttl, last, wake, check, self
       q_leave(queue, timeouts, member)
     elseif op == self_op then
       q_leave(queue, timeouts, member)
-      return 'self', now_us
+      return 'self'
     else
       local ttl = math.min(tonumber(lease), deadline - now_ms)
-      local t = fence_at(fence, fence_ttl, now_us, last)
+      local t = fence_next(fence, fence_ttl, last)
       last = t
       local n = redis.call('PUBLISH', wake .. ':' .. client, op .. '|' .. string.format('%.0f', t) .. '|' .. ttl)
       if n > 0 or check ~= '1' then
         q_leave(queue, timeouts, member)
         grant(holder, op, meta, ttl, t)
-        return true, now_us
+        return true
       end
       i = i + 1
     end

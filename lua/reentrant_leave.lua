@@ -31,10 +31,10 @@ if f[1] == ARGV[1] and (f[6] == ARGV[2] or f[4] == ARGV[2]) then
     redis.call('HSET', KEYS[1], 'x', 'left:' .. ARGV[2], 'h', '')
     return 1
   end
-  reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], f[3], f[5], ARGV[4], ARGV[5], ARGV[8])
+  reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], f[3], f[5], ARGV[4], ARGV[5], ARGV[8], true)
   return 1
 end
 if not f[1] and ARGV[7] == '1' and redis.call('EXISTS', KEYS[1]) == 0 then
-  reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], nil, ARGV[6], ARGV[4], ARGV[5], ARGV[8])
+  reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], nil, ARGV[6], ARGV[4], ARGV[5], ARGV[8], true)
 end
 return 0

@@ -14,11 +14,13 @@
 --
 -- Returns 1  released: the count reached 0; the lock was handed to the first
 --            live waiter (who alone is notified), or deleted if nobody waits
+--            (an unmarked lock is deleted without a look at the queue: see
+--            the w mark in reentrant_lib.lua)
 --         2  still held by this owner: the count was decremented (or this
 --            operation was already applied: a retry changes nothing)
 --         0  not ours: the key is gone or has another owner; nothing changed
 -- Errors  WRONGTYPE   the key exists and is not a hash
-local f = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'x', 's')
+local f = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'x', 's', 'w')
 if f[1] ~= ARGV[1] then
   return 0
 end
@@ -30,5 +32,5 @@ if (tonumber(f[2]) or 1) > 1 then
   redis.call('HSET', KEYS[1], 'x', ARGV[2])
   return 2
 end
-reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], f[3], f[5], ARGV[3], ARGV[4], ARGV[5])
+reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], f[3], f[5], ARGV[3], ARGV[4], ARGV[5], f[6])
 return 1
