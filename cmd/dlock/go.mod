@@ -8,6 +8,8 @@ replace github.com/dlockgo/dlock/fence => ../../fence
 
 replace github.com/dlockgo/dlock/dlockprom => ../../dlockprom
 
+replace github.com/dlockgo/dlock/etcdlock => ../../etcdlock
+
 replace github.com/dlockgo/dlock/internal/pgtest => ../../internal/pgtest
 
 replace github.com/dlockgo/dlock/zklock => ../../zklock
@@ -17,6 +19,7 @@ require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/dlockgo/dlock v0.0.0-00010101000000-000000000000
 	github.com/dlockgo/dlock/dlockprom v0.0.0-00010101000000-000000000000
+	github.com/dlockgo/dlock/etcdlock v0.0.0-00010101000000-000000000000
 	github.com/dlockgo/dlock/fence v0.0.0-00010101000000-000000000000
 	github.com/dlockgo/dlock/internal/pgtest v0.0.0-00010101000000-000000000000
 	github.com/dlockgo/dlock/zklock v0.0.0-00010101000000-000000000000
@@ -26,8 +29,24 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/rs/zerolog v1.33.0
 	github.com/spf13/cobra v1.10.2
+	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/goleak v1.3.0
+	go.uber.org/zap v1.27.1
 	modernc.org/sqlite v1.62.0
+)
+
+require (
+	github.com/coreos/go-semver v0.3.1 // indirect
+	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
+	github.com/golang/protobuf v1.5.4 // indirect
+	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
+	go.etcd.io/etcd/api/v3 v3.7.3 // indirect
+	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
+	go.uber.org/multierr v1.11.0 // indirect
+	golang.org/x/net v0.61.0 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20260803160001-6ac0973c030d // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260803160001-6ac0973c030d // indirect
+	google.golang.org/grpc v1.83.2 // indirect
 )
 
 require (
@@ -54,7 +73,7 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
 	modernc.org/libc v1.80.1 // indirect

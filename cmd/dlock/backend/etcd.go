@@ -3,8 +3,101 @@ package backend
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/etcdlock"
+	"github.com/dlockgo/dlock/internal/etcdproc"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
+const (
+	// etcdMinSession is the shortest session etcdlock takes: etcd counts
+	// lease TTLs in whole seconds.
+	etcdMinSession = time.Second
+	// etcdSession is a client's session TTL when none is asked for.
+	etcdSession = 2 * time.Second
+)
+
+// openEtcd opens the etcd cluster at addr, or an embedded single member.
 func openEtcd(ctx context.Context, addr string) (*Backend, error) {
-	return nil, fmt.Errorf("%w %q: not built in yet", ErrUnknown, Etcd)
+	b := &Backend{Kind: Etcd}
+	if addr != "" {
+		eps, err := splitAddrs(addr)
+		if err != nil {
+			return nil, fmt.Errorf("etcd %q: %w", addr, err)
+		}
+		b.Addr = strings.Join(eps, ",")
+		cli, err := dialEtcd(b.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("etcd %s: %w", b.Addr, err)
+		}
+		defer cli.Close()
+		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+		defer cancel()
+		if _, err := cli.Status(pctx, eps[0]); err != nil {
+			return nil, fmt.Errorf("etcd %s: %w: %v", b.Addr, ErrUnreachable, err)
+		}
+		b.Desc = "etcd at " + b.Addr
+	} else {
+		// A fast election lowers etcd's minimum lease TTL to 1 s (it is 1.5
+		// election timeouts), so short drill sessions mean what they say.
+		c, err := etcdproc.Start(ctx, etcdproc.Options{FastElection: true})
+		if err != nil {
+			return nil, err
+		}
+		b.Addr, b.close = c.Members[0].ClientAddr(), c.Close
+		b.Desc = "etcd (embedded, " + b.Addr + ", fsync on)"
+	}
+	eps := b.Addr
+	b.newClient = func(_ context.Context, o ClientOptions) (Client, error) {
+		ttl := o.Session
+		if ttl == 0 {
+			ttl = etcdSession
+		}
+		cli, err := dialEtcd(eps)
+		if err != nil {
+			return nil, err
+		}
+		opts := []etcdlock.Option{etcdlock.WithTTL(max(ttl, etcdMinSession))}
+		if o.Observer != nil {
+			opts = append(opts, etcdlock.WithObserver(o.Observer))
+		}
+		c, err := etcdlock.New(cli, opts...)
+		if err != nil {
+			cli.Close()
+			return nil, err
+		}
+		return &etcdClient{cli: cli, c: c}, nil
+	}
+	return b, nil
+}
+
+// dialEtcd returns a client on the comma-separated endpoints (it connects
+// lazily) that logs nothing.
+func dialEtcd(eps string) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints:   strings.Split(eps, ","),
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+}
+
+// etcdClient is one actor's etcd client and its etcdlock session.
+type etcdClient struct {
+	cli *clientv3.Client
+	c   *etcdlock.Client
+}
+
+func (e *etcdClient) Mutex(name string) dlock.Locker { return e.c.Mutex(name) }
+func (e *etcdClient) Lock(name string) dlock.Locker  { return e.c.Lock(name) }
+
+func (e *etcdClient) Close() error {
+	err := e.c.Close()
+	if cerr := e.cli.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

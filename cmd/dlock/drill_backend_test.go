@@ -1,0 +1,85 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/dlockgo/dlock/cmd/dlock/backend"
+)
+
+// drillJSON runs a drill with --json, fails the test on a non-zero exit,
+// and decodes its output into v.
+func drillJSON(t *testing.T, v any, args ...string) string {
+	t.Helper()
+	code, out, stderr := dlock(t, append(args, "--json")...)
+	if code != 0 {
+		t.Fatalf("%v: exit %d: %s", args, code, stderr)
+	}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("%v: not JSON: %v\n%s", args, err, out)
+	}
+	return stderr
+}
+
+// The contention drill on every backend: every worker's acquisitions are
+// counted, the percentiles are in order, and the rate is measured.
+func TestDrillContentionOnEveryBackend(t *testing.T) {
+	for _, kind := range backend.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			var res struct {
+				Backend      string  `json:"backend"`
+				Acquisitions int     `json:"acquisitions"`
+				P50          float64 `json:"p50_ms"`
+				P99          float64 `json:"p99_ms"`
+				Handoffs     float64 `json:"handoffs_per_s"`
+			}
+			stderr := drillJSON(t, &res, "drill", "contention", "--backend", kind, "--workers", "3", "--loops", "10", "--work", "1ms")
+			if !strings.HasPrefix(stderr, kind+": ") {
+				t.Errorf("first line %q does not name the backend", stderr)
+			}
+			if res.Backend != kind || res.Acquisitions != 30 || res.P50 > res.P99 || res.Handoffs <= 0 {
+				t.Fatalf("contention on %s: %+v", kind, res)
+			}
+		})
+	}
+}
+
+// The pause drill on every backend: the frozen holder's session runs out,
+// a second holder gets a newer token, and only the fence stops the frozen
+// holder's write (the plain one overwrites).
+func TestDrillPauseOnEveryBackend(t *testing.T) {
+	for _, kind := range backend.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			var res struct {
+				Backend   string  `json:"backend"`
+				TokenA    int64   `json:"paused_holder_token"`
+				TokenB    int64   `json:"second_holder_token"`
+				Rejected  bool    `json:"paused_holder_write_rejected"`
+				Clobbered bool    `json:"unfenced_write_overwrote"`
+				Overlap   float64 `json:"overlap_ms"`
+			}
+			drillJSON(t, &res, "drill", "pause", "--backend", kind, "--lease", "1s")
+			if res.Backend != kind || res.TokenB <= res.TokenA || !res.Rejected || !res.Clobbered || res.Overlap <= 0 {
+				t.Fatalf("pause on %s: %+v", kind, res)
+			}
+		})
+	}
+}
+
+func TestDrillBackendBadInput(t *testing.T) {
+	for _, args := range [][]string{
+		{"drill", "contention", "--backend", "mysql"},
+		{"drill", "lease", "--backend", "etcd", "--etcd", "127.0.0.1:1"},
+		{"drill", "pause", "--backend", "zookeeper", "--zk", "127.0.0.1:1"},
+		{"drill", "failover", "--backend", "mysql"},
+		{"drill", "failover", "--backend", "etcd", "--fault", "flood"},
+		{"drill", "failover", "--backend", "zookeeper", "--mode", "plain"},
+		{"drill", "failover", "--backend", "etcd", "--down", "0s"},
+	} {
+		code, _, stderr := dlock(t, args...)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, stderr)
+		}
+	}
+}
