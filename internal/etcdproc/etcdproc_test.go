@@ -58,6 +58,12 @@ func TestSingleMemberFaults(t *testing.T) {
 	if ok, err := m.IsLeader(ctx); err != nil || !ok {
 		t.Fatalf("a single member is its own leader: %v, %v", ok, err)
 	}
+	if v, err := m.Metric(ctx, "etcd_server_proposals_committed_total"); err != nil || v < 1 {
+		t.Fatalf("proposals committed: %v, %v", v, err)
+	}
+	if _, err := m.Metric(ctx, "no_such_metric"); err == nil {
+		t.Fatal("a missing metric has a value")
+	}
 	pid := m.PID()
 	if pid == 0 {
 		t.Fatal("no pid")

@@ -166,19 +166,26 @@ func (m *Member) Healthy(ctx context.Context) error {
 // IsLeader reports whether the member says it is the leader (its /metrics
 // has etcd_server_is_leader 1).
 func (m *Member) IsLeader(ctx context.Context) (bool, error) {
+	v, err := m.Metric(ctx, "etcd_server_is_leader")
+	return v == 1, err
+}
+
+// Metric returns the value of the metric called name (with no labels) on
+// the member's /metrics, e.g. etcd_server_proposals_committed_total.
+func (m *Member) Metric(ctx context.Context, name string) (float64, error) {
 	code, body, err := m.get(ctx, "/metrics")
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	if code != http.StatusOK {
-		return false, fmt.Errorf("etcdproc: %s /metrics: %d", m.name, code)
+		return 0, fmt.Errorf("etcdproc: %s /metrics: %d", m.name, code)
 	}
 	for line := range strings.Lines(body) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "etcd_server_is_leader "); ok {
-			return v == "1", nil
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			return strconv.ParseFloat(v, 64)
 		}
 	}
-	return false, fmt.Errorf("etcdproc: %s /metrics has no etcd_server_is_leader", m.name)
+	return 0, fmt.Errorf("etcdproc: %s /metrics has no %s", m.name, name)
 }
 
 // LogTail returns the last lines of the member's log.
@@ -275,9 +282,9 @@ func (m *Member) Stop() error {
 	}
 }
 
-// Pause stops the process with SIGSTOP: it keeps its ports and accepts
-// connections but answers nothing (and sends nothing to its peers) until
-// Resume.
+// Pause stops the process with SIGSTOP and returns once every thread of
+// it has stopped: it keeps its ports and accepts connections but answers
+// nothing (and sends nothing to its peers) until Resume.
 func (m *Member) Pause() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -285,7 +292,45 @@ func (m *Member) Pause() error {
 		return err
 	}
 	m.paused = true
-	return nil
+	return awaitStopped(m.cmd.Process.Pid)
+}
+
+// awaitStopped waits (up to 5 s) until /proc says every thread of pid is
+// stopped: a signal is delivered after kill(2) returns.
+func awaitStopped(pid int) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		stopped, err := allStopped(pid)
+		if err != nil || stopped {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("etcdproc: pid %d not stopped 5 s after SIGSTOP", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func allStopped(pid int) (bool, error) {
+	tasks, err := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "stat"))
+	if err != nil || len(tasks) == 0 {
+		return false, fmt.Errorf("etcdproc: reading the threads of pid %d: %v", pid, err)
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue // a thread that ended
+		}
+		// pid (comm) state ...: the state follows the last ')'.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) {
+			return false, fmt.Errorf("etcdproc: unexpected %s", t)
+		}
+		if st := b[i+2]; st != 'T' && st != 't' {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // Resume continues a paused process with SIGCONT.
