@@ -1,10 +1,13 @@
 package faults_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +16,10 @@ import (
 	"github.com/dlockgo/dlock/faults"
 	"github.com/redis/go-redis/v9"
 )
+
+// doneSlack is how late after the server-side expiry Done may be seen
+// closed (timer and scheduling lateness); Err() is checked without slack.
+const doneSlack = 500 * time.Millisecond
 
 // lossExpect says whether a fault must, may or must not cost the holder its
 // lock.
@@ -40,6 +47,7 @@ type scenario struct {
 	ew    *expiryWatch
 	probe *redis.Client
 	store *redis.Client
+	log   *syncBuffer // A's Client's log, shown when the scenario fails
 
 	bWrote   chan struct{} // B holds the lock and has written
 	bRelease chan struct{} // B may unlock
@@ -53,10 +61,16 @@ type scenarioFigures struct {
 	Fault string `json:"fault"`
 	Shape string `json:"shape"`
 	Lost  bool   `json:"lost"`
-	// ErrMarginMS: server-side expiry minus the first Err() call that
-	// reported the loss (> 0: the client gave up first).
+	// ErrMarginMS: server-side expiry minus the start of the last Err()
+	// call that said "held" (must be > 0: the client stopped believing it
+	// held the lock before the server could grant it to someone else).
 	ErrMarginMS *float64 `json:"err_margin_ms,omitempty"`
-	// DoneMarginMS: server-side expiry minus when Done was seen closed.
+	// ErrSeenMarginMS: server-side expiry minus the start of the first
+	// Err() call that reported the loss (the 2 ms poller runs late under
+	// load, so this one may be negative then).
+	ErrSeenMarginMS *float64 `json:"err_seen_margin_ms,omitempty"`
+	// DoneMarginMS: server-side expiry minus when Done was seen closed
+	// (timer-driven: late under load).
 	DoneMarginMS *float64 `json:"done_margin_ms,omitempty"`
 	// DetectMS: from the fault to the loss signal (faults that erase data).
 	DetectMS      *float64 `json:"detect_ms,omitempty"`
@@ -74,7 +88,9 @@ func setUp(t *testing.T, sh shape, n string, rdbA, rdbB redis.UniversalClient, p
 	h := faults.NewHistory()
 	s := &scenario{t: t, sh: sh, n: n, h: h, probe: probe, store: store,
 		bWrote: make(chan struct{}), bRelease: make(chan struct{}), bDone: make(chan struct{})}
-	s.ca = newClient(t, rdbA, dlock.WithWatchdogTimeout(wd))
+	s.log = &syncBuffer{}
+	s.ca = newClient(t, rdbA, dlock.WithWatchdogTimeout(wd),
+		dlock.WithLogger(slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	s.cb = newClient(t, rdbB, dlock.WithWatchdogTimeout(wd))
 	s.a = &holder{name: "A", h: h, c: s.ca, lk: sh.holder(s.ca, n), store: store, key: "data:" + n}
 	s.b = &holder{name: "B", h: h, c: s.cb, lk: sh.contender(s.cb, n), store: store, key: "data:" + n}
@@ -175,16 +191,18 @@ func (s *scenario) finish(fault string, faultAt time.Time, expect lossExpect, da
 	if f.Lost {
 		doneAt, errAt, lastNil := s.hl.times()
 		if dataKept {
-			em, dm := ms(expiry.Sub(errAt)), ms(expiry.Sub(doneAt))
-			f.ErrMarginMS, f.DoneMarginMS = &em, &dm
+			em, es, dm := ms(expiry.Sub(lastNil)), ms(expiry.Sub(errAt)), ms(expiry.Sub(doneAt))
+			f.ErrMarginMS, f.ErrSeenMarginMS, f.DoneMarginMS = &em, &es, &dm
 			// The holder believed it held (Err nil) only before the server
 			// could give the lock to someone else.
 			if !lastNil.Before(expiry) {
 				t.Errorf("A's Err() was nil at %v, %v after the server-side expiry %v",
 					lastNil.Format(time.StampMicro), lastNil.Sub(expiry), expiry.Format(time.StampMicro))
 			}
-			// Done is closed by a timer: allow scheduling lateness, not more.
-			if doneAt.After(expiry.Add(50 * time.Millisecond)) {
+			// Done is closed by a timer, which fires late on a loaded
+			// machine (130 ms seen under stress-ng --cpu 2 with -race):
+			// allow that lateness, not more.
+			if doneAt.After(expiry.Add(doneSlack)) {
 				t.Errorf("A's Done closed %v after the server-side expiry", doneAt.Sub(expiry))
 			}
 		} else {
@@ -230,7 +248,28 @@ func (s *scenario) finish(fault string, faultAt time.Time, expect lossExpect, da
 	noZombie(t, "A", s.ca)
 	noZombie(t, "B", s.cb)
 	f.LeakedKeys = s.leaked()
+	if t.Failed() {
+		t.Logf("A's log:\n%s", s.log.String())
+	}
 	return f
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // leaked counts keys of this scenario's lock left in Redis (fence counters
