@@ -26,7 +26,7 @@ type processFault struct {
 	kept   bool // Redis keeps its data through it: the mutex model applies
 	// wd overrides the watchdog timeout: a fault that must cost no lock
 	// gets room for a slow renewal round on a loaded machine.
-	wd time.Duration
+	wd     time.Duration
 	strike func(t *testing.T, srv *redisproc.Server, admin *redis.Client)
 }
 
