@@ -113,12 +113,15 @@ func (a *attempt) run() (*dlock.Lease, error) {
 			return l, err
 		}
 	}
-	for {
+	for again := 0; ; {
 		l, err := a.queue()
 		switch {
 		case l != nil:
 			return l, nil
-		case err == nil && a.o.Wait != 0: // our place went with our session: queue again
+		case err == nil && (a.o.Wait != 0 || again < 3):
+			// Our place went with our session (or was deleted): queue
+			// again, behind everyone; a try tries on a new session.
+			again++
 			continue
 		case err == nil:
 			return nil, errRefused
@@ -166,6 +169,9 @@ func (a *attempt) queue() (*dlock.Lease, error) {
 	resp, err := a.c.cli.Txn(a.wctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(append([]clientv3.Op{put}, a.sh.first...)...).Commit()
 	if err != nil {
+		if a.c.sessionGone(s, err) {
+			return nil, nil
+		}
 		a.c.deleteLater(key, 0, s) // the put may have been applied
 		return nil, err
 	}

@@ -17,6 +17,9 @@ import (
 var server *etcdproc.Cluster
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(helperEnv); spec != "" {
+		holderProcess(spec)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	c, err := etcdproc.Start(ctx, etcdproc.Options{})
 	cancel()

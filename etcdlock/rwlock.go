@@ -114,6 +114,9 @@ func (a *attempt) downgrade(dir string) (*dlock.Lease, error) {
 	key := holderKey(dir, s.id)
 	resp, err := a.c.cli.Txn(a.wctx).If(w.ops.owned()).Then(clientv3.OpPut(key, a.owner, clientv3.WithLease(s.id))).Commit()
 	if err != nil {
+		if a.c.sessionGone(s, err) {
+			return nil, nil
+		}
 		a.c.deleteLater(key, 0, s)
 		return nil, err
 	}

@@ -170,6 +170,16 @@ func (c *Client) endSession(s *session, reason dlock.LostReason, revoke bool) {
 	}
 }
 
+// sessionGone ends s and reports true if err says etcd no longer has its
+// lease (a write attached to it was refused).
+func (c *Client) sessionGone(s *session, err error) bool {
+	if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return false
+	}
+	c.endSession(s, dlock.LostExpired, false)
+	return true
+}
+
 // holdsOf returns the live holds kept by s.
 func (c *Client) holdsOf(s *session) []*dlock.Hold {
 	var hs []*dlock.Hold
