@@ -13,8 +13,9 @@ import (
 const checkTimeout = 10 * time.Second
 
 // Interval is one holder's belief that it held the lock: from the return of
-// a successful Acquire to the first of its loss signal or the call of its
-// Unlock (End is the return of that Unlock, or the loss signal).
+// a successful Acquire to the first of its loss signal or its Unlock
+// (EndCall is when it last saw the lease held or called Unlock, End when it
+// saw the loss or Unlock returned).
 type Interval struct {
 	Client     string
 	Token      int64
@@ -48,7 +49,8 @@ func Intervals(ops []Op) []Interval {
 
 // DoubleGrants counts the pairs of holds of different clients that
 // certainly overlapped: one was granted (its Acquire returned) while the
-// other still used the lock (before its loss signal or its Unlock call).
+// other still saw the lock held (before the start of its last Err() that
+// said held, or its Unlock call).
 func DoubleGrants(ops []Op) int {
 	iv := Intervals(ops)
 	n := 0
@@ -89,9 +91,9 @@ var mutexModel = porcupine.Model{
 }
 
 // CheckMutex checks with porcupine that the history is linearizable as one
-// mutex: every successful Acquire, and every end of a hold (its loss signal
-// as an instant, or its Unlock call), can be ordered so that no two holds
-// overlap. Use it for histories whose faults keep the store's data (a
+// mutex: every successful Acquire, and every end of a hold (its loss,
+// somewhere between the last time the holder saw it held and the loss
+// signal, or its Unlock), can be ordered so that no two holds overlap. Use it for histories whose faults keep the store's data (a
 // store that forgets a lock grants it again: see DoubleGrants).
 func CheckMutex(ops []Op) error {
 	ids := map[string]int{}

@@ -180,9 +180,15 @@ func (hl *held) watch() {
 			if hl.errAt.IsZero() {
 				hl.errAt = now
 			}
+			lastNil := hl.lastNilErr
 			hl.mu.Unlock()
+			if lastNil.IsZero() {
+				lastNil = now
+			}
+			// The holder stopped believing it held the lock after its last
+			// Err() that said so and before it saw Done closed.
 			hl.end.Do(func() {
-				hl.hd.h.Add(faults.Op{Kind: faults.Lost, Client: hl.hd.name, Token: hl.l.Token(), Call: hl.hd.h.At(now), Return: hl.hd.h.At(now)})
+				hl.hd.h.Add(faults.Op{Kind: faults.Lost, Client: hl.hd.name, Token: hl.l.Token(), Call: hl.hd.h.At(lastNil), Return: hl.hd.h.At(now)})
 			})
 			return
 		case <-hl.stop:

@@ -16,8 +16,9 @@ const (
 	Acquire Kind = iota
 	// Release is one Unlock call of a lease that was held until then.
 	Release
-	// Lost is the moment a holder learned its lease was lost (Done closed or
-	// Err() non-nil), whichever it saw first; Call == Return.
+	// Lost is when a holder learned its lease was lost: after Call (the
+	// last time it saw the lease held) and by Return (when it saw Done
+	// closed or Err() non-nil).
 	Lost
 	// Write is one fenced write under Token; OK means the storage accepted it.
 	Write
