@@ -83,3 +83,38 @@ func TestDrillBackendBadInput(t *testing.T) {
 		}
 	}
 }
+
+// The failover drill on a 3-member etcd cluster and a 3-server ZooKeeper
+// ensemble, one short run per fault: the leader is faulted, the sale goes on
+// on the other members, and the lock service grants no lock twice (the
+// witness) while the fenced ledger never oversells.
+func TestDrillFailoverConsensus(t *testing.T) {
+	for _, kind := range []string{backend.Etcd, backend.ZooKeeper} {
+		for _, fault := range []string{"kill", "pause"} {
+			t.Run(kind+"/"+fault, func(t *testing.T) {
+				var res struct {
+					Backend string `json:"backend"`
+					Fault   string `json:"fault"`
+					Runs    []struct {
+						Acquisitions   int   `json:"acquisitions"`
+						DoubleGrants   int   `json:"double_grants"`
+						OversoldFenced int64 `json:"oversold_fenced"`
+						OldLeader      int   `json:"old_leader"`
+					} `json:"runs"`
+				}
+				drillJSON(t, &res, "drill", "failover", "--backend", kind, "--fault", fault, "--runs", "1",
+					"--workers", "8", "--before", "1s", "--down", "2s", "--after", "1s")
+				if res.Backend != kind || res.Fault != fault || len(res.Runs) != 1 {
+					t.Fatalf("result %+v", res)
+				}
+				r := res.Runs[0]
+				if r.Acquisitions == 0 || r.OldLeader < 0 || r.OldLeader > 2 {
+					t.Fatalf("run %+v", r)
+				}
+				if r.DoubleGrants != 0 || r.OversoldFenced != 0 {
+					t.Fatalf("%s granted a lock twice across a %s of the leader: %+v", kind, fault, r)
+				}
+			})
+		}
+	}
+}
