@@ -219,7 +219,7 @@ func (c *Client) watch(ctx context.Context, dir, name string) (<-chan zk.Event, 
 
 // giveUp deletes the node of an acquisition that will not be granted.
 func (c *Client) giveUp(n *node) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
 	defer cancel()
 	if err := n.delete(ctx); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrSessionExpired) && ctx.Err() == nil {
 		go c.deletePath(n.path, n.sid) // keep trying while the session lasts

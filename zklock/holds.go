@@ -104,7 +104,8 @@ func (c *Client) expire(n *node) {
 // are lost.
 func (c *Client) heartbeat() {
 	defer c.wg.Done()
-	t := time.NewTicker(c.timeout / 3)
+	every := c.timeout / 3
+	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
 		select {
@@ -112,33 +113,44 @@ func (c *Client) heartbeat() {
 			return
 		case <-t.C:
 		}
-		holds := c.keeper.Renewing()
-		if len(holds) == 0 {
-			continue
-		}
-		sid := c.conn.SessionID()
-		sent := time.Now()
-		_, err := call(context.Background(), c, func() (bool, error) {
-			ok, _, err := c.conn.Exists("/")
-			return ok, err
-		})
-		if errors.Is(err, errClosed) {
-			return
-		}
-		now := c.conn.SessionID()
-		for _, h := range holds {
-			n, ok := h.Ops().(*node)
-			if !ok {
-				continue
-			}
-			switch {
-			case now != 0 && now != n.sid:
-				h.Lose(dlock.LostExpired)
-			case err == nil && sid == n.sid && now == n.sid:
-				h.Renewed(sent, c.timeout)
-			case err != nil:
-				h.RenewFailed(err)
-			}
+		if c.beat() {
+			t.Reset(every)
+		} else {
+			t.Reset(min(every, 100*time.Millisecond)) // try again soon
 		}
 	}
+}
+
+// beat sends one heartbeat and applies its outcome to the renewed holds;
+// false if it failed and holds are waiting for it.
+func (c *Client) beat() bool {
+	holds := c.keeper.Renewing()
+	if len(holds) == 0 {
+		return true
+	}
+	sid := c.conn.SessionID()
+	sent := time.Now()
+	_, err := call(context.Background(), c, func() (bool, error) {
+		ok, _, err := c.conn.Exists("/")
+		return ok, err
+	})
+	if errors.Is(err, errClosed) {
+		return true
+	}
+	now := c.conn.SessionID()
+	for _, h := range holds {
+		n, ok := h.Ops().(*node)
+		if !ok {
+			continue
+		}
+		switch {
+		case now != 0 && now != n.sid:
+			h.Lose(dlock.LostExpired)
+		case err == nil && sid == n.sid && now == n.sid:
+			h.Renewed(sent, c.timeout)
+		case err != nil:
+			h.RenewFailed(err)
+		}
+	}
+	return err == nil
 }

@@ -152,10 +152,10 @@ func (c *Client) create(ctx context.Context, dir string, kind byte, attempt, own
 		select {
 		case r = <-res:
 		case <-ctx.Done():
-			go c.abandon(res, dir, attempt)
+			c.abandon(res, dir, attempt)
 			return created{}, 0, ctx.Err()
 		case <-c.done:
-			go c.abandon(res, dir, attempt)
+			c.abandon(res, dir, attempt)
 			return created{}, 0, errClosed
 		}
 		switch {
@@ -248,16 +248,36 @@ func (c *Client) find(ctx context.Context, dir, attempt string) (created, int64,
 	return created{}, 0, nil
 }
 
-// abandon waits for a create nobody waits for any more and deletes what
-// it made.
+// cancelGrace is how long a cancelled Acquire waits for ZooKeeper to
+// answer the create or delete in flight, so that it returns with its node
+// deleted; past it the node is deleted in the background.
+const cancelGrace = time.Second
+
+// abandon deletes what a create nobody waits for any more made: at once
+// if its reply comes within cancelGrace, else in the background.
 func (c *Client) abandon(res <-chan createResult, dir, attempt string) {
-	r := <-res
-	if r.err == nil {
-		c.deletePath(r.path, r.sid)
-		return
+	clean := func(r createResult) {
+		if r.err == nil {
+			c.deletePath(r.path, r.sid)
+		} else if retryable(r.err) {
+			c.deleteAttempt(dir, attempt)
+		}
 	}
-	if retryable(r.err) {
-		c.deleteAttempt(dir, attempt)
+	t := time.NewTimer(cancelGrace)
+	defer t.Stop()
+	select {
+	case r := <-res:
+		ctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
+		defer cancel()
+		if r.err == nil {
+			n := &node{c: c, path: r.path, sid: r.sid}
+			if err := n.delete(ctx); err == nil || !retryable(err) {
+				return
+			}
+		}
+		go clean(r)
+	case <-t.C:
+		go func() { clean(<-res) }()
 	}
 }
 
