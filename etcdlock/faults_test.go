@@ -314,7 +314,7 @@ func TestHolderCutOff(t *testing.T) {
 		t.Errorf("Wait(500ms) cut off: %v, want ErrNotAcquired", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	if _, err := a.Mutex(n+".other").Acquire(wctx); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := a.Mutex(n + ".other").Acquire(wctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("ctx deadline cut off: %v, want context.DeadlineExceeded", err)
 	}
 	cancel()
