@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	server = s
 	code := m.Run()
 	s.Close()
+	if bench.srv != nil {
+		bench.srv.Close()
+	}
 	if code == 0 {
 		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
 			fmt.Fprintln(os.Stderr, "leaked goroutines:", err)

@@ -1,0 +1,70 @@
+package zklock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/zklock"
+)
+
+// A mutex held for a critical section: the section runs under the lease's
+// Context, which is cancelled if the lock is lost (the session expired, or
+// the client could not reach ZooKeeper for long enough that it might have).
+func Example() {
+	ctx := context.Background()
+	c, err := zklock.Dial(ctx, "127.0.0.1:2181", 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	l, err := c.Mutex("orders/42").Acquire(ctx, dlock.Wait(5*time.Second))
+	if errors.Is(err, dlock.ErrNotAcquired) {
+		log.Print("busy, try later")
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	// l.Token() is the node's czxid: pass it to the storage you write.
+	fmt.Println("fencing token", l.Token())
+	if err := l.Unlock(ctx); errors.Is(err, dlock.ErrLockLost) {
+		log.Print("the section ran without exclusivity: reconcile")
+	}
+}
+
+// A read-write lock: readers share it, a writer waits for everyone queued
+// before it.
+func ExampleClient_RWLock() {
+	ctx := context.Background()
+	c, err := zklock.Dial(ctx, "127.0.0.1:2181", 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	err = dlock.Do(ctx, c.RWLock("catalog").Read(), func(ctx context.Context, l *dlock.Lease) error {
+		return nil // read under ctx
+	})
+	if err != nil {
+		log.Print(err)
+	}
+}
+
+// A semaphore of 3 permits: at most 3 holders at once, across processes.
+func ExampleClient_Semaphore() {
+	ctx := context.Background()
+	c, err := zklock.Dial(ctx, "127.0.0.1:2181", 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	l, err := c.Semaphore("exports", 3).Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+}
