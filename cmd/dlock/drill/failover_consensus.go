@@ -94,12 +94,15 @@ type ConsensusRun struct {
 	FailedAcquires int64 `json:"failed_acquires"`
 	// LongestGapMS is the longest stretch from the fault to the end of the
 	// run in which no worker acquired any lock.
-	LongestGapMS        float64 `json:"longest_gap_ms"`
-	OversoldPlain       int64   `json:"oversold_plain"`
-	OversoldFenced      int64   `json:"oversold_fenced"`
-	StaleWritesRejected int64   `json:"stale_writes_rejected"`
-	OldLeader           int     `json:"old_leader"` // member index (0-based)
-	NewLeader           int     `json:"new_leader"` // member index after the run, -1 if unknown
+	LongestGapMS float64 `json:"longest_gap_ms"`
+	// SoldPlain and SoldFenced count the units each ledger recorded sold.
+	SoldPlain           int64 `json:"sold_plain"`
+	SoldFenced          int64 `json:"sold_fenced"`
+	OversoldPlain       int64 `json:"oversold_plain"`
+	OversoldFenced      int64 `json:"oversold_fenced"`
+	StaleWritesRejected int64 `json:"stale_writes_rejected"`
+	OldLeader           int   `json:"old_leader"` // member index (0-based)
+	NewLeader           int   `json:"new_leader"` // member index after the run, -1 if unknown
 }
 
 // ConsensusFailoverResult is what the consensus failover drill measured.
@@ -172,6 +175,8 @@ func FailoverConsensus(ctx context.Context, o ConsensusFailoverOptions) (*Consen
 		t.LocksLost += r.LocksLost
 		t.FailedAcquires += r.FailedAcquires
 		t.LongestGapMS = max(t.LongestGapMS, r.LongestGapMS)
+		t.SoldPlain += r.SoldPlain
+		t.SoldFenced += r.SoldFenced
 		t.OversoldPlain += r.OversoldPlain
 		t.OversoldFenced += r.OversoldFenced
 		t.StaleWritesRejected += r.StaleWritesRejected
@@ -249,11 +254,10 @@ func consensusRun(ctx context.Context, o ConsensusFailoverOptions, start func(co
 				default:
 				}
 				sku := skus[rng.IntN(len(skus))]
-				// Bounded waits, so that a worker stuck behind a dead
-				// connection tries again (and the run can end).
-				actx, acancel := context.WithTimeout(ctx, 2*o.Session+o.Down)
-				l, err := c.Lock("stock:"+sku).Acquire(actx, dlock.Wait(2*o.Session+o.Down))
-				acancel()
+				// A bounded wait, so that a worker stuck behind a dead
+				// connection tries again (and the run can end). The lease's
+				// Context derives from ctx: ctx must outlive the hold.
+				l, err := c.Lock("stock:"+sku).Acquire(ctx, dlock.Wait(2*o.Session+o.Down))
 				if err != nil {
 					failed.Add(1)
 					_ = sleep(ctx, 20*time.Millisecond) // the service is down or refusing: don't spin
@@ -340,6 +344,12 @@ func consensusRun(ctx context.Context, o ConsensusFailoverOptions, start func(co
 	r.Acquisitions, r.DoubleGrants, r.HeldAtFault = len(spans), n, len(held)
 	r.LongestGapMS = msf(longestGap(spans, faultAt, end))
 	r.StaleWritesRejected, r.FailedAcquires, r.LocksLost = rejected.Load(), failed.Load(), int(lost.Load())
+	if r.SoldPlain, err = plain.sold(ctx); err != nil {
+		return r, nil, nil, err
+	}
+	if r.SoldFenced, err = fenced.sold(ctx); err != nil {
+		return r, nil, nil, err
+	}
 	if r.OversoldPlain, err = plain.oversold(ctx); err != nil {
 		return r, nil, nil, err
 	}
@@ -386,4 +396,11 @@ func (r *ConsensusFailoverResult) Report() *Report {
 			{"oversold: plain / fenced ledger", fmt.Sprintf("%d / %d (%d stale writes rejected)", t.OversoldPlain, t.OversoldFenced, t.StaleWritesRejected)},
 		},
 	}
+}
+
+// sold returns the units the ledger recorded sold.
+func (l *ledger) sold(ctx context.Context) (int64, error) {
+	var n int64
+	err := l.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sales`).Scan(&n)
+	return n, err
 }
