@@ -80,7 +80,6 @@ func startEtcdEnsemble(ctx context.Context, dir string) (ensemble, error) {
 }
 
 func (e *etcdEnsemble) Addr() string { return e.px.addr() }
-func (e *etcdEnsemble) Members() int { return len(e.c.Members) }
 
 func (e *etcdEnsemble) Leader(ctx context.Context) (int, error) {
 	m, err := e.c.Leader(ctx)
@@ -124,7 +123,6 @@ func startZKEnsemble(ctx context.Context, dir string) (ensemble, error) {
 }
 
 func (z *zkEnsemble) Addr() string { return z.px.addr() }
-func (z *zkEnsemble) Members() int { return len(z.e.Servers) }
 
 func (z *zkEnsemble) Leader(ctx context.Context) (int, error) {
 	s, err := z.e.Leader(ctx)

@@ -125,8 +125,6 @@ type ConsensusFailoverResult struct {
 type ensemble interface {
 	// Addr is the client endpoints, as backend.Open takes them.
 	Addr() string
-	// Members is the number of members.
-	Members() int
 	// Leader returns the index of the current leader.
 	Leader(ctx context.Context) (int, error)
 	Kill(i int) error
