@@ -207,10 +207,10 @@ func (c *Client) watch(ctx context.Context, dir, name string) (<-chan zk.Event, 
 			_, _, ev, err := c.conn.ChildrenW(dir)
 			return ev, err
 		}
-		ok, _, ev, err := c.conn.ExistsW(dir + "/" + name)
-		if err == nil && !ok {
-			// ExistsW left a creation watch behind: it fires at most once,
-			// into a buffered channel, and is dropped with it.
+		// GetW, not ExistsW: on a node that is already gone it sets no
+		// watch (ExistsW would leave a creation watch that never fires).
+		_, _, ev, err := c.conn.GetW(dir + "/" + name)
+		if errors.Is(err, zk.ErrNoNode) {
 			return nil, nil
 		}
 		return ev, err
