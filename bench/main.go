@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -51,6 +52,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Holds, "holds", cfg.Holds, "locks held at once in the holds scenario")
 	fs.DurationVar(&cfg.HoldFor, "hold-for", cfg.HoldFor, "how long the holds scenario holds them")
 	fs.DurationVar(&cfg.HoldLease, "hold-lease", cfg.HoldLease, "lease of the holds, renewed every lease/3")
+	scaleHolds := fs.String("scale-holds", "10000,100000", "comma-separated hold counts of the holds-N scenarios (peers up to 10000)")
+	fs.DurationVar(&cfg.ScaleHoldFor, "scale-hold-for", 0, "hold-for of the holds-N scenarios (default: --hold-for)")
+	fs.DurationVar(&cfg.ScaleHoldLease, "scale-hold-lease", 0, "hold-lease of the holds-N scenarios (default: --hold-lease)")
+	fs.IntVar(&cfg.Names, "names", cfg.Names, "names of the many-names scenario")
+	fs.IntVar(&cfg.Waiters, "waiters", cfg.Waiters, "workers on one name in the waiters scenario")
+	fs.IntVar(&cfg.WaiterClients, "waiter-clients", cfg.WaiterClients, "clients the waiters share")
 	fs.IntVar(&cfg.RedLockNodes, "redlock-nodes", cfg.RedLockNodes, "redis-server processes of the RedLock scenario")
 	fs.IntVar(&cfg.RedLockWorkers, "redlock-workers", cfg.RedLockWorkers, "workers of the RedLock scenario")
 	scen := fs.String("scenarios", "", "comma-separated scenarios to run (default all: "+strings.Join(suite.ScenarioIDs(), ",")+")")
@@ -65,6 +72,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		return 2
+	}
+	cfg.ScaleHolds = nil
+	for _, f := range strings.Split(*scaleHolds, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: --scale-holds: %v\n", err)
+			return 2
+		}
+		cfg.ScaleHolds = append(cfg.ScaleHolds, n)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "bench: unexpected arguments %q\n", fs.Args())

@@ -26,6 +26,16 @@ type Config struct {
 	Holds     int           // long holds
 	HoldFor   time.Duration // how long the long holds are held
 	HoldLease time.Duration // lease of the long holds, renewed every HoldLease/3
+	// ScaleHolds are the larger hold counts of the holds-N scenarios (dlock
+	// alone at 100 000 and more: the peers' goroutine per lock would not fit).
+	ScaleHolds []int
+	// ScaleHoldFor and ScaleHoldLease replace HoldFor and HoldLease in the
+	// holds-N scenarios when not zero (a shorter run on a small machine).
+	ScaleHoldFor, ScaleHoldLease time.Duration
+
+	Names         int // names of the many-names scenario
+	Waiters       int // waiters of the waiters scenario, on one name
+	WaiterClients int // clients the waiters share
 
 	RedLockNodes   int
 	RedLockWorkers int
@@ -42,6 +52,8 @@ func Defaults() Config {
 		Duration: 5 * time.Second, Warmup: 500 * time.Millisecond, Rounds: 3,
 		Workers: 64, Work: time.Millisecond, Wait: 5 * time.Second,
 		Holds: 1000, HoldFor: 30 * time.Second, HoldLease: 30 * time.Second,
+		ScaleHolds: []int{10000, 100000},
+		Names:      10000, Waiters: 1000, WaiterClients: 64,
 		RedLockNodes: 5, RedLockWorkers: 16,
 	}
 }
@@ -62,6 +74,13 @@ func (c Config) validate() error {
 	check(c.Holds >= 1, "holds %d (want >= 1)", c.Holds)
 	check(c.HoldFor > 0, "hold-for %v (want > 0)", c.HoldFor)
 	check(c.HoldLease >= 30*time.Millisecond, "hold-lease %v (want >= 30ms)", c.HoldLease)
+	for _, n := range c.ScaleHolds {
+		check(n >= 1, "scale holds %d (want >= 1)", n)
+	}
+	check(c.ScaleHoldFor >= 0 && c.ScaleHoldLease >= 0, "scale hold-for %v, hold-lease %v (want >= 0)", c.ScaleHoldFor, c.ScaleHoldLease)
+	check(c.ScaleHoldLease == 0 || c.ScaleHoldLease >= 30*time.Millisecond, "scale hold-lease %v (want >= 30ms)", c.ScaleHoldLease)
+	check(c.Names >= 2, "names %d (want >= 2)", c.Names)
+	check(c.Waiters >= 2 && c.WaiterClients >= 1, "waiters %d on %d clients (want >= 2 on >= 1)", c.Waiters, c.WaiterClients)
 	check(c.RedLockNodes >= 3 && c.RedLockNodes%2 == 1, "redlock nodes %d (want an odd number >= 3)", c.RedLockNodes)
 	check(c.RedLockWorkers >= 1, "redlock workers %d (want >= 1)", c.RedLockWorkers)
 	known := map[string]bool{}

@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -41,7 +42,7 @@ type window struct {
 // budget ran out: a waiter starved) is counted as a late failure. Only ctx
 // ending cancels waits. Waits are measured from the call to Lock to its
 // return.
-func drive(ctx context.Context, workers []libs.Worker, slot *measure.Slot, d, work time.Duration) window {
+func drive(ctx context.Context, workers []libs.Worker, slotOf func(worker int) *measure.Slot, d, work time.Duration) window {
 	var stop atomic.Bool
 	stats := make([]workerStats, len(workers))
 	for i := range stats {
@@ -74,6 +75,7 @@ func drive(ctx context.Context, workers []libs.Worker, slot *measure.Slot, d, wo
 				}
 				late := stop.Load()
 				if !late {
+					slot := slotOf(i)
 					slot.Enter(i)
 					if work > 0 {
 						time.Sleep(work)
@@ -112,26 +114,39 @@ func (b *bench) runContended(ctx context.Context, sc Scenario, e libs.Entry, nam
 		return run, err
 	}
 	defer inst.Close()
-	workers := make([]libs.Worker, sc.Workers)
-	for i := range workers {
-		if workers[i], err = inst.Worker(i, name); err != nil {
-			return run, err
-		}
+	workers, slots, slotOf, err := openWorkers(inst, sc, name)
+	if err != nil {
+		return run, err
 	}
-	slot := measure.NewSlot()
 	if b.cfg.Warmup > 0 {
-		drive(ctx, workers, slot, b.cfg.Warmup, sc.Work)
+		drive(ctx, workers, slotOf, b.cfg.Warmup, sc.Work)
 	}
-	slot.Reset()
+	for _, s := range slots {
+		s.Reset()
+	}
 	etcd := e.Client == "etcd"
 	before, err := b.env.snap(ctx, sc.Nodes, etcd)
 	if err != nil {
 		return run, err
 	}
-	win := drive(ctx, workers, slot, b.cfg.Duration, sc.Work)
+	sampled := make(chan int64, 1)
+	if sc.SampleKeys && !etcd {
+		go func() {
+			select {
+			case <-time.After(b.cfg.Duration / 2):
+			case <-ctx.Done():
+			}
+			n, _ := b.env.keyBytes(ctx, sc.Nodes)
+			sampled <- n
+		}()
+	}
+	win := drive(ctx, workers, slotOf, b.cfg.Duration, sc.Work)
 	after, err := b.env.snap(ctx, sc.Nodes, etcd)
 	if err != nil {
 		return run, err
+	}
+	if sc.SampleKeys && !etcd {
+		run.RedisKeyBytes = <-sampled
 	}
 	if err := ctx.Err(); err != nil {
 		return run, err
@@ -151,7 +166,11 @@ func (b *bench) runContended(ctx context.Context, sc Scenario, e libs.Entry, nam
 		}
 		all = append(all, st.waits...)
 	}
-	_, run.Overlaps, run.Handoffs = slot.Counts()
+	for _, s := range slots {
+		_, o, h := s.Counts()
+		run.Overlaps += o
+		run.Handoffs += h
+	}
 	w := measure.Summarise(all)
 	run.WaitP50, run.WaitP99, run.WaitMax = msf(w.P50), msf(w.P99), msf(w.Max)
 	if sc.Workers > 1 {
@@ -174,3 +193,61 @@ func (b *bench) fillCounters(run *Measurement, before, after snapshot) {
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func lockName(sc Scenario, n int) string { return "bench:" + sc.ID + ":" + strconv.Itoa(n) }
+
+// namesPerWorker is how many names each worker of a many-names scenario
+// draws up front.
+const namesPerWorker = 256
+
+// openWorkers opens the workers of a contended scenario on name, or, with
+// sc.Names > 1, on names drawn from sc.Names names derived from it: each
+// worker then picks one of its names at random for every acquisition. It
+// returns the witness slots (one per name) and which slot a worker's current
+// acquisition is on.
+func openWorkers(inst libs.Instance, sc Scenario, name string) ([]libs.Worker, []*measure.Slot, func(int) *measure.Slot, error) {
+	workers := make([]libs.Worker, sc.Workers)
+	if sc.Names <= 1 {
+		for i := range workers {
+			w, err := inst.Worker(i, name)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			workers[i] = w
+		}
+		slot := measure.NewSlot()
+		return workers, []*measure.Slot{slot}, func(int) *measure.Slot { return slot }, nil
+	}
+	slots := make([]*measure.Slot, sc.Names)
+	for i := range slots {
+		slots[i] = measure.NewSlot()
+	}
+	rng := rand.New(rand.NewPCG(1, uint64(len(name))))
+	multis := make([]*multiWorker, sc.Workers)
+	for i := range workers {
+		m := &multiWorker{rng: rand.New(rand.NewPCG(uint64(i), 2))}
+		for _, n := range rng.Perm(sc.Names)[:min(namesPerWorker, sc.Names)] {
+			w, err := inst.Worker(i, name+":"+strconv.Itoa(n))
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			m.ws, m.names = append(m.ws, w), append(m.names, n)
+		}
+		workers[i], multis[i] = m, m
+	}
+	return workers, slots, func(i int) *measure.Slot { return slots[multis[i].names[multis[i].cur]] }, nil
+}
+
+// multiWorker is one worker over several names: each Lock picks one at
+// random, and Unlock releases that one.
+type multiWorker struct {
+	ws    []libs.Worker
+	names []int
+	rng   *rand.Rand
+	cur   int
+}
+
+func (m *multiWorker) Lock(ctx context.Context) error {
+	m.cur = m.rng.IntN(len(m.ws))
+	return m.ws[m.cur].Lock(ctx)
+}
+
+func (m *multiWorker) Unlock(ctx context.Context) error { return m.ws[m.cur].Unlock(ctx) }

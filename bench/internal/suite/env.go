@@ -156,3 +156,40 @@ func (e *env) machine(ctx context.Context) Machine {
 	}
 	return m
 }
+
+// keyBytes sums MEMORY USAGE over every key of the first nodes servers.
+func (e *env) keyBytes(ctx context.Context, nodes int) (int64, error) {
+	var total int64
+	for _, a := range e.admin[:nodes] {
+		var cursor uint64
+		for {
+			keys, next, err := a.Scan(ctx, cursor, "*", 1000).Result()
+			if err != nil {
+				return total, err
+			}
+			p := a.Pipeline()
+			cmds := make([]*redis.IntCmd, len(keys))
+			for i, k := range keys {
+				cmds[i] = p.MemoryUsage(ctx, k)
+			}
+			_, _ = p.Exec(ctx)
+			for _, c := range cmds {
+				total += c.Val() // 0 for a key gone meanwhile
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+	}
+	return total, nil
+}
+
+// flush deletes every key of the first nodes servers.
+func (e *env) flush(ctx context.Context, nodes int) error {
+	for _, a := range e.admin[:nodes] {
+		if err := a.FlushAll(ctx).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,6 +1,7 @@
 package suite
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -27,8 +28,10 @@ const acquireParallelism = 16
 // during the hold, and how many holds were lost.
 func (b *bench) runHolds(ctx context.Context, sc Scenario, e libs.Entry, run0 int) (Measurement, error) {
 	var run Measurement
+	holdFor, lease := cmp.Or(sc.HoldFor, b.cfg.HoldFor), cmp.Or(sc.HoldLease, b.cfg.HoldLease)
+	heap0 := heapAfterGC()
 	g0 := runtime.NumGoroutine()
-	inst, err := e.Open(ctx, b.libEnv(sc, b.cfg.HoldLease), sc.Clients)
+	inst, err := e.Open(ctx, b.libEnv(sc, lease), sc.Clients)
 	if err != nil {
 		return run, err
 	}
@@ -68,13 +71,22 @@ func (b *bench) runHolds(ctx context.Context, sc Scenario, e libs.Entry, run0 in
 		}()
 	}
 	wg.Wait()
+	held0 := 0
+	for _, h := range held {
+		if h {
+			held0++
+		}
+	}
+	if held0 > 0 {
+		run.HeapPerHold = float64(int64(heapAfterGC())-int64(heap0)) / float64(held0)
+	}
 
 	before, err := b.env.snap(ctx, sc.Nodes, false)
 	if err != nil {
 		return run, err
 	}
 	rt0 := roundTrips(inst)
-	t := time.NewTimer(b.cfg.HoldFor)
+	t := time.NewTimer(holdFor)
 	select {
 	case <-t.C:
 	case <-ctx.Done():
@@ -91,22 +103,33 @@ func (b *bench) runHolds(ctx context.Context, sc Scenario, e libs.Entry, run0 in
 	if rt, ok := inst.(roundTripCounter); ok {
 		run.RoundTrips = rt.RenewalRoundTrips() - rt0
 	}
+	run.Ticks = run.Elapsed.Seconds() / (lease / 3).Seconds()
+	if run.RedisKeyBytes, err = b.env.keyBytes(ctx, sc.Nodes); err != nil {
+		return run, err
+	}
 
+	probe := make([]bool, n) // held through the window: the loss probe watches them
 	for i, w := range workers {
 		if !held[i] {
 			continue
 		}
 		run.Held++
+		probe[i] = true
 		if lr, ok := w.(lossReporter); ok && lr.Lost() {
 			run.Lost++
+			probe[i] = false
+		}
+	}
+	if err := b.lossProbe(ctx, sc, &run, workers, probe, lease); err != nil {
+		return run, err
+	}
+	for i, w := range workers {
+		if !held[i] {
+			continue
 		}
 		slots[i].Exit()
-		if err := w.Unlock(context.Background()); err != nil {
-			run.UnlockErrs++
-			if firstErr == nil {
-				firstErr = err
-			}
-		}
+		// every hold was lost by the probe: the errors are its doing
+		_ = w.Unlock(context.Background())
 		entries, overlaps, _ := slots[i].Counts()
 		run.Acquisitions += entries
 		run.Overlaps += overlaps
@@ -128,4 +151,56 @@ func roundTrips(inst libs.Instance) int64 {
 		return rt.RenewalRoundTrips()
 	}
 	return 0
+}
+
+// heapAfterGC is the live Go heap after a full collection (two, 50 ms
+// apart, so that what a closed library's goroutines still held is gone).
+func heapAfterGC() uint64 {
+	runtime.GC()
+	time.Sleep(50 * time.Millisecond)
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// lossProbe deletes every key (FLUSHALL) and measures how long each held
+// lock's holder takes to report the loss, polling every 20 ms for up to a
+// lease and 2 s more. Libraries whose workers cannot report a loss are
+// skipped (LossSeen stays 0).
+func (b *bench) lossProbe(ctx context.Context, sc Scenario, run *Measurement, workers []libs.Worker, held []bool, lease time.Duration) error {
+	var watch []lossReporter
+	for i, w := range workers {
+		if lr, ok := w.(lossReporter); ok && held[i] {
+			watch = append(watch, lr)
+		}
+	}
+	if err := b.env.flush(ctx, sc.Nodes); err != nil {
+		return err
+	}
+	start := time.Now()
+	if len(watch) == 0 {
+		return nil
+	}
+	var delays []time.Duration
+	deadline := start.Add(lease + 2*time.Second)
+	for len(watch) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+		left := watch[:0]
+		now := time.Since(start)
+		for _, lr := range watch {
+			if lr.Lost() {
+				delays = append(delays, now)
+			} else {
+				left = append(left, lr)
+			}
+		}
+		watch = left
+		time.Sleep(20 * time.Millisecond)
+	}
+	run.LossSeen = len(delays)
+	if len(delays) > 0 {
+		s := measure.Summarise(delays)
+		run.LossP50, run.LossMax = msf(s.P50), msf(s.Max)
+	}
+	return ctx.Err()
 }

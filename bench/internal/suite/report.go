@@ -44,7 +44,11 @@ func (t *Table) writeContended(w io.Writer) {
 	uncontended := t.Workers == 1
 	head := []string{"library", "setting", "acq/s", "handoffs/s", "wait p50", "p99", "max", "failures", "Jain", "Redis cmds/acq", "allocs/acq", "overlaps", "vs dlock"}
 	if uncontended {
-		head = []string{"library", "setting", "pairs/s", "vs floor", "acquire p50", "p99", "max", "failures", "Redis cmds/pair", "allocs/pair", "overlaps", "vs dlock"}
+		head = []string{"library", "setting", "pairs/s", "vs floor", "acquire p50", "p99", "max", "failures", "Redis cmds/pair", "allocs/pair", "client CPU µs/pair", "overlaps", "vs dlock"}
+	}
+	keyBytes := t.ID == "waiters" // the scenario that samples its keys
+	if keyBytes {
+		head = append(head, "Redis B in keys")
 	}
 	var rows [][]string
 	for _, r := range t.Rows {
@@ -55,22 +59,34 @@ func (t *Table) writeContended(w io.Writer) {
 		}
 		if uncontended {
 			rows = append(rows, []string{r.label(), r.Setting, f0(s.AcqPerSec), ratio(r.VsFloor), dur(s.WaitP50), dur(s.WaitP99), dur(s.WaitMax),
-				strconv.FormatInt(r.Failures, 10), cmds, f1(s.AllocsPerAcq), overlaps(r), ratio(r.VsDlock)})
+				strconv.FormatInt(r.Failures, 10), cmds, f1(s.AllocsPerAcq), f1(s.ClientCPUPerAcq), overlaps(r), ratio(r.VsDlock)})
 			continue
 		}
-		rows = append(rows, []string{r.label(), r.Setting, f0(s.AcqPerSec), f0(s.HandoffsPerSec), dur(s.WaitP50), dur(s.WaitP99), dur(s.WaitMax),
-			strconv.FormatInt(r.Failures, 10), fmt.Sprintf("%.3f", s.Jain), cmds, f1(s.AllocsPerAcq), overlaps(r), ratio(r.VsDlock)})
+		row := []string{r.label(), r.Setting, f0(s.AcqPerSec), f0(s.HandoffsPerSec), dur(s.WaitP50), dur(s.WaitP99), dur(s.WaitMax),
+			strconv.FormatInt(r.Failures, 10), fmt.Sprintf("%.3f", s.Jain), cmds, f1(s.AllocsPerAcq), overlaps(r), ratio(r.VsDlock)}
+		if keyBytes {
+			row = append(row, f0(s.RedisBytes))
+		}
+		rows = append(rows, row)
 	}
 	markdown(w, head, rows)
 }
 
 func (t *Table) writeHolds(w io.Writer) {
-	head := []string{"library", "setting", "held", "lost", "failures", "Redis cmds/s", "renewal calls/s", "round trips/s", "client CPU ms/s", "Redis CPU ms/s", "allocs/s", "goroutines", "overlaps"}
+	head := []string{"library", "setting", "held", "lost", "failures", "Redis cmds/s", "renewal calls/s", "round trips/s", "trips/tick", "client CPU ms/s", "Redis CPU ms/s",
+		"allocs/s", "goroutines", "heap B/lock", "Redis B/lock", "loss→signal p50", "max", "overlaps"}
 	var rows [][]string
 	for _, r := range t.Rows {
 		s := r.Median
+		loss50, lossMax := "—", "—"
+		if s.LossSeen > 0 {
+			loss50, lossMax = dur(s.LossP50), dur(s.LossMax)
+			if s.LossSeen < s.Held-s.Lost {
+				lossMax = fmt.Sprintf("> %s (%.0f of %.0f)", lossMax, s.LossSeen, s.Held-s.Lost)
+			}
+		}
 		rows = append(rows, []string{r.label(), r.Setting, f0(s.Held), f0(s.Lost), strconv.FormatInt(r.Failures, 10), f0(s.CmdsPerSec), f1(s.CallsPerSec), f1(s.TripsPerSec),
-			f1(s.ClientCPUms), f1(s.ServerCPUms), f0(s.AllocsPerSec), f0(s.Goroutines), overlaps(r)})
+			f1(s.TripsPerTick), f1(s.ClientCPUms), f1(s.ServerCPUms), f0(s.AllocsPerSec), f0(s.Goroutines), f0(s.HeapPerHold), f0(s.RedisPerKey), loss50, lossMax, overlaps(r)})
 	}
 	markdown(w, head, rows)
 }

@@ -36,6 +36,13 @@ type Measurement struct {
 	Lost        int              `json:"lost,omitempty"`              // holds: locks reported lost during the window
 	ScriptCalls int64            `json:"script_calls,omitempty"`      // EVALSHA + EVAL
 	RoundTrips  int64            `json:"renew_round_trips,omitempty"` // holds: dlock's renewal pipelines; others: = script calls
+
+	RedisKeyBytes int64   `json:"redis_key_bytes,omitempty"`     // MEMORY USAGE over every key (holds: while holding; contended: at the window's end)
+	HeapPerHold   float64 `json:"heap_bytes_per_hold,omitempty"` // holds: Go heap while holding over before, per lock
+	Ticks         float64 `json:"renewal_ticks,omitempty"`       // holds: renewal intervals in the window
+	LossSeen      int     `json:"loss_seen,omitempty"`           // holds: locks that reported the loss after FLUSHALL
+	LossP50       float64 `json:"loss_signal_p50_ms,omitempty"`  // holds: FLUSHALL to the holder's loss report
+	LossMax       float64 `json:"loss_signal_max_ms,omitempty"`
 }
 
 func (r Measurement) seconds() float64 { return r.Elapsed.Seconds() }
@@ -99,6 +106,13 @@ type Summary struct {
 	ServerCPUms  float64 `json:"server_cpu_ms_per_sec,omitempty"`
 	AllocsPerSec float64 `json:"allocs_per_sec,omitempty"`
 	Goroutines   float64 `json:"goroutines,omitempty"`
+	TripsPerTick float64 `json:"round_trips_per_tick,omitempty"`
+	HeapPerHold  float64 `json:"heap_bytes_per_hold,omitempty"`
+	RedisPerKey  float64 `json:"redis_bytes_per_hold,omitempty"`
+	RedisBytes   float64 `json:"redis_key_bytes,omitempty"`
+	LossSeen     float64 `json:"loss_seen,omitempty"`
+	LossP50      float64 `json:"loss_signal_p50_ms,omitempty"`
+	LossMax      float64 `json:"loss_signal_max_ms,omitempty"`
 }
 
 func newRow(e libs.Entry) *Row {
@@ -143,6 +157,23 @@ func (r *Row) summarise() {
 		ServerCPUms:     med(func(x Measurement) float64 { return ms(x.ServerCPU) / x.seconds() }),
 		AllocsPerSec:    med(func(x Measurement) float64 { return float64(x.Mallocs) / x.seconds() }),
 		Goroutines:      med(func(x Measurement) float64 { return float64(x.Goroutines) }),
+		TripsPerTick: med(func(x Measurement) float64 {
+			if x.Ticks == 0 {
+				return 0
+			}
+			return float64(x.RoundTrips) / x.Ticks
+		}),
+		HeapPerHold: med(func(x Measurement) float64 { return x.HeapPerHold }),
+		RedisPerKey: med(func(x Measurement) float64 {
+			if x.Held == 0 {
+				return 0
+			}
+			return float64(x.RedisKeyBytes) / float64(x.Held)
+		}),
+		RedisBytes: med(func(x Measurement) float64 { return float64(x.RedisKeyBytes) }),
+		LossSeen:   med(func(x Measurement) float64 { return float64(x.LossSeen) }),
+		LossP50:    med(func(x Measurement) float64 { return x.LossP50 }),
+		LossMax:    med(func(x Measurement) float64 { return x.LossMax }),
 	}
 }
 

@@ -1,6 +1,7 @@
 package suite
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -24,8 +25,16 @@ type Scenario struct {
 	Clients int           // separate client objects; workers share them round-robin
 	Work    time.Duration // critical section
 	Nodes   int           // redis-server processes used
-	Note    string        // printed under the title
-	Entries []libs.Entry
+	// Names > 1: each acquisition picks one of Names names at random (each
+	// worker draws namesPerWorker of them up front).
+	Names int
+	// HoldFor and HoldLease override the Config's for this holds scenario.
+	HoldFor, HoldLease time.Duration
+	// SampleKeys: sum MEMORY USAGE over every key in the middle of the
+	// measured window (the waiters' queue while it is full).
+	SampleKeys bool
+	Note       string // printed under the title
+	Entries    []libs.Entry
 }
 
 func (s Scenario) usesEtcd() bool {
@@ -62,26 +71,59 @@ func holdEntries() []libs.Entry {
 	})
 }
 
+// scaleHoldEntries are the rows of the holds-N scenarios: the peers only up to
+// maxPeerHolds locks (a goroutine and a timer per lock each).
+func scaleHoldEntries(n int) []libs.Entry {
+	if n <= maxPeerHolds {
+		return holdEntries()
+	}
+	return holdEntries()[:3]
+}
+
+const maxPeerHolds = 10000
+
+// holdsNote is printed under every holds table.
+const holdsNote = "Every library gets the same lease, renewed every lease/3: dlock by its watchdog (pipelined batches of 256), " +
+	"rueidislock by its own extension timers (KeyValidity = lease, ExtendInterval = lease/3), redsync and bsm/redislock " +
+	"(no watchdog) by a goroutine per lock calling Extend / Refresh, as their users write it. Retry settings play no part, so one row each " +
+	"(two for rueidislock: NoLoopTracking off and on). Rates are per second of the hold window; CPU by getrusage (client) and /proc (redis-server). " +
+	"**trips/tick**: renewal round trips per renewal interval. **heap B/lock**: Go heap (after GC) while holding, over the heap before, per lock " +
+	"(the bench's own worker handle and witness, ~150 B, included). **Redis B/lock**: MEMORY USAGE summed over every key, per lock. " +
+	"**loss→signal**: after the window every key is deleted (FLUSHALL); the time until the holder reports the loss (polled every 20 ms), p50 and max over the locks."
+
 func scenarios(c Config) []Scenario {
 	single := slices.Concat(libs.Dlock(), libs.Redsync(), libs.Redislock(), libs.Rueidislock())
 	hot := slices.Concat(single, libs.Etcd())
 	w := c.Workers
-	return []Scenario{
+	scale := []Scenario{}
+	for _, n := range c.ScaleHolds {
+		hf, hl := cmp.Or(c.ScaleHoldFor, c.HoldFor), cmp.Or(c.ScaleHoldLease, c.HoldLease)
+		scale = append(scale, Scenario{ID: fmt.Sprintf("holds-%d", n),
+			Title: fmt.Sprintf("%d long holds with auto-renewal for %v (lease %v, renewed every %v)", n, hf, hl, hl/3),
+			kind:  holds, Workers: n, Clients: 1, Nodes: 1, HoldFor: hf, HoldLease: hl, Note: holdsNote, Entries: scaleHoldEntries(n)})
+	}
+	waitPeers := []libs.Entry{libs.Redsync()[0], libs.Redislock()[0], libs.Rueidislock()[0]}
+	return append([]Scenario{
 		{ID: "uncontended", Title: "Uncontended acquire+release, 1 worker", kind: contended, Workers: 1, Clients: 1, Nodes: 1,
 			Entries: slices.Concat(libs.Floors(), single)},
 		{ID: "hot-shared", Title: fmt.Sprintf("Hot key, %d workers, one shared client", w), kind: contended, Workers: w, Clients: 1, Nodes: 1, Entries: hot},
 		{ID: "hot-clients", Title: fmt.Sprintf("Hot key, %d workers, %d clients", w, w), kind: contended, Workers: w, Clients: w, Nodes: 1, Note: perClient, Entries: hot},
 		{ID: "work-shared", Title: fmt.Sprintf("Hot key, %v of work inside, %d workers, one shared client", c.Work, w), kind: contended, Workers: w, Clients: 1, Work: c.Work, Nodes: 1, Entries: hot},
 		{ID: "work-clients", Title: fmt.Sprintf("Hot key, %v of work inside, %d workers, %d clients", c.Work, w, w), kind: contended, Workers: w, Clients: w, Work: c.Work, Nodes: 1, Note: perClient, Entries: hot},
+		{ID: "many-names", Title: fmt.Sprintf("Many names: %d workers, %d clients, %d names", w, w, c.Names), kind: contended, Workers: w, Clients: w, Nodes: 1, Names: c.Names,
+			Note: fmt.Sprintf("Each worker draws %d of the %d names at random up front and picks one of them at random for every acquisition: little contention. "+
+				"Retry settings barely matter here: redsync and rueidislock run their defaults, bsm/redislock its 1 ms retry.", namesPerWorker, c.Names),
+			Entries: slices.Concat(libs.Dlock(), []libs.Entry{libs.Redsync()[0], libs.Redislock()[1], libs.Rueidislock()[0]})},
 		{ID: "holds", Title: fmt.Sprintf("%d long holds with auto-renewal for %v (lease %v, renewed every %v)", c.Holds, c.HoldFor, c.HoldLease, c.HoldLease/3),
-			kind: holds, Workers: c.Holds, Clients: 1, Nodes: 1,
-			Note: "Every library gets the same lease, renewed every lease/3: dlock by its watchdog (pipelined batches of 256), " +
-				"rueidislock by its own extension timers (KeyValidity = lease, ExtendInterval = lease/3), redsync and bsm/redislock " +
-				"(no watchdog) by a goroutine per lock calling Extend / Refresh, as their users write it. Retry settings play no part, so one row each " +
-				"(two for rueidislock: NoLoopTracking off and on). Rates are per second of the hold window; CPU by getrusage (client) and /proc (redis-server).",
-			Entries: holdEntries()},
+			kind: holds, Workers: c.Holds, Clients: 1, Nodes: 1, Note: holdsNote, Entries: holdEntries()},
 		{ID: "redlock", Title: fmt.Sprintf("RedLock on %d nodes, %d workers", c.RedLockNodes, c.RedLockWorkers), kind: contended,
 			Workers: c.RedLockWorkers, Clients: 1, Nodes: c.RedLockNodes,
 			Entries: slices.Concat(libs.DlockRedLock(), libs.RedsyncRedLock())},
-	}
+		{ID: "waiters", Title: fmt.Sprintf("Waiters at scale: %d workers on one name, %d clients", c.Waiters, c.WaiterClients), kind: contended,
+			Workers: c.Waiters, Clients: c.WaiterClients, Nodes: 1, SampleKeys: true,
+			Note: "No work inside. The peers run their defaults (with a 1 ms retry, 1 000 pollers saturate Redis and the machine). " +
+				"**Redis B in keys**: MEMORY USAGE summed over every key in the middle of the window (dlock: the lock, its queue and the waiters' deadlines; " +
+				"the SCAN and MEMORY USAGE calls, a handful, count in the commands).",
+			Entries: slices.Concat(libs.Dlock(), waitPeers)},
+	}, scale...)
 }
