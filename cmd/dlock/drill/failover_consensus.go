@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -103,6 +104,9 @@ type ConsensusRun struct {
 	StaleWritesRejected int64 `json:"stale_writes_rejected"`
 	OldLeader           int   `json:"old_leader"` // member index (0-based)
 	NewLeader           int   `json:"new_leader"` // member index after the run, -1 if unknown
+	// RestartError says why the killed leader did not rejoin in time (the
+	// run goes on on the other members); "" when it did.
+	RestartError string `json:"restart_error,omitempty"`
 }
 
 // ConsensusFailoverResult is what the consensus failover drill measured.
@@ -315,7 +319,9 @@ func consensusRun(ctx context.Context, o ConsensusFailoverOptions, start func(co
 	switch o.Fault {
 	case FaultKill:
 		rctx, rcancel := context.WithTimeout(ctx, 60*time.Second)
-		err = ens.Restart(rctx, r.OldLeader)
+		if rerr := ens.Restart(rctx, r.OldLeader); rerr != nil && ctx.Err() == nil {
+			r.RestartError = firstLine(rerr.Error())
+		}
 		rcancel()
 	case FaultPause:
 		err = ens.Resume(r.OldLeader)
@@ -376,6 +382,11 @@ func (r *ConsensusFailoverResult) Print(w io.Writer) {
 	}
 	row("all", "", r.Total)
 	tw.Flush()
+	for _, x := range r.Runs {
+		if x.RestartError != "" {
+			fmt.Fprintf(w, "run %d: the killed leader did not rejoin in time: %s\n", x.Run, x.RestartError)
+		}
+	}
 }
 
 // Report returns the drill's HTML report: the holders of each sku around
@@ -401,4 +412,12 @@ func (l *ledger) sold(ctx context.Context) (int64, error) {
 	var n int64
 	err := l.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sales`).Scan(&n)
 	return n, err
+}
+
+// firstLine returns s up to its first newline.
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
