@@ -328,14 +328,21 @@ func TestHeldGaugeReentrant(t *testing.T) {
 // Watchdog renewals are counted, and the lease's renewals are observed once
 // when it ends.
 func TestRenewalsPerLease(t *testing.T) {
-	r := newRig(t, []dlock.ClientOption{dlock.WithWatchdogTimeout(150 * time.Millisecond)})
+	// A 600 ms watchdog lease renews every 200 ms: long enough that a
+	// loaded machine does not lose it between renewals.
+	r := newRig(t, []dlock.ClientOption{dlock.WithWatchdogTimeout(600 * time.Millisecond)})
 	ctx := testCtx(t)
 	l, err := r.c.Lock("report:2025").Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	renewals := func() float64 { return get(t, r.reg, "dlock_renewals_total", "shape", "lock", "group", "report").value }
-	eventually(t, 10*time.Second, "3 renewals", func() bool { return renewals() >= 3 })
+	eventually(t, 30*time.Second, "3 renewals", func() bool {
+		if err := l.Err(); err != nil {
+			t.Fatalf("lease lost before 3 renewals: %v", err)
+		}
+		return renewals() >= 3
+	})
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
