@@ -28,6 +28,7 @@ type progress struct {
 	start   time.Time // the first update
 	last    time.Time // the last drawing
 	drawn   bool      // a bar is on the terminal's line
+	part    string    // the part of the last line written (not a terminal)
 	now     func() time.Time
 }
 
@@ -61,13 +62,17 @@ func (p *progress) update(what string, done, total int) {
 	if p.tty {
 		every = progressTTY
 	}
-	if now.Sub(p.last) < every && done != total {
+	// The last update of a part is drawn on a terminal, and in a line
+	// only if the part had a line already (a short part stays quiet).
+	last := done == total && (p.tty || p.part == what)
+	if now.Sub(p.last) < every && !last {
 		return
 	}
 	p.last = now
 	pct := done * 100 / max(total, 1)
 	if !p.tty {
 		fmt.Fprintf(p.w, "%s: %d/%d (%d%%), %s elapsed\n", what, done, total, pct, elapsed.Round(time.Second))
+		p.part = what
 		return
 	}
 	n := pct * 30 / 100

@@ -149,9 +149,13 @@ func TestProgress(t *testing.T) {
 	p.update("lock", 60, 100)
 	now = now.Add(time.Second)
 	p.update("lock", 70, 100) // within 5 s of the last line
+	now = now.Add(100 * time.Millisecond)
+	p.update("lock", 100, 100) // the end of a part with a line
 	now = now.Add(5 * time.Second)
 	p.update("fenced", 10, 100)
-	want := "lock: 60/100 (60%), 3s elapsed\nfenced: 10/100 (10%), 9s elapsed\n"
+	now = now.Add(100 * time.Millisecond)
+	p.update("prededuct", 100, 100) // a part that ends before its first line
+	want := "lock: 60/100 (60%), 3s elapsed\nlock: 100/100 (100%), 4s elapsed\nfenced: 10/100 (10%), 9s elapsed\n"
 	if buf.String() != want {
 		t.Fatalf("progress %q, want %q", buf.String(), want)
 	}
