@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -68,10 +69,12 @@ func TestRedLockMinorityFaults(t *testing.T) {
 	noLeaks(t)
 	nodes := redistest.StartMasters(t, 3)
 	st := store(t)
+	log := &syncBuffer{}
 	clients := func() []*dlock.Client {
 		var cs []*dlock.Client
-		for _, n := range nodes {
-			cs = append(cs, newClient(t, newRDB(t, n.Addr()), dlock.WithWatchdogTimeout(wd)))
+		for i, n := range nodes {
+			l := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", i)
+			cs = append(cs, newClient(t, newRDB(t, n.Addr()), dlock.WithWatchdogTimeout(wd), dlock.WithLogger(l)))
 		}
 		return cs
 	}
@@ -82,6 +85,7 @@ func TestRedLockMinorityFaults(t *testing.T) {
 		expiry:    keyExpiry("")}
 	probe := probeClient(t, nodes[0])
 	sc := setUp(t, red, "red", newRDB(t, nodes[0].Addr()), newRDB(t, nodes[0].Addr()), probe, st, wd)
+	sc.renewer = as[0]
 	at := time.Now()
 	if err := nodes[2].Pause(); err != nil {
 		t.Fatal(err)
@@ -97,6 +101,9 @@ func TestRedLockMinorityFaults(t *testing.T) {
 		t.Errorf("RedLock lost with a majority of its nodes up: %v", sc.hl.l.Err())
 	}
 	report(t, sc.finish("minority-SIGSTOP-then-restart-empty", at, mustKeep, true))
+	if t.Failed() {
+		t.Logf("RedLock clients' log:\n%s", log.String())
+	}
 	for i := range nodes {
 		noZombie(t, "A", as[i])
 		noZombie(t, "B", bs[i])

@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,9 @@ type scenario struct {
 	probe *redis.Client
 	store *redis.Client
 	log   *syncBuffer // A's Client's log, shown when the scenario fails
+	// renewer is the Client whose watchdog renews A's hold (default ca).
+	renewer *dlock.Client
+	wd      time.Duration
 
 	bWrote   chan struct{} // B holds the lock and has written
 	bRelease chan struct{} // B may unlock
@@ -86,7 +90,7 @@ type scenarioFigures struct {
 func setUp(t *testing.T, sh shape, n string, rdbA, rdbB redis.UniversalClient, probe, store *redis.Client, wd time.Duration) *scenario {
 	t.Helper()
 	h := faults.NewHistory()
-	s := &scenario{t: t, sh: sh, n: n, h: h, probe: probe, store: store,
+	s := &scenario{t: t, sh: sh, n: n, h: h, probe: probe, store: store, wd: wd,
 		bWrote: make(chan struct{}), bRelease: make(chan struct{}), bDone: make(chan struct{})}
 	s.log = &syncBuffer{}
 	s.ca = newClient(t, rdbA, dlock.WithWatchdogTimeout(wd),
@@ -173,9 +177,12 @@ func (s *scenario) finish(fault string, faultAt time.Time, expect lossExpect, da
 			t.Errorf("A was not told it lost the lock within 15 s of %s", fault)
 		}
 	default:
-		base := s.ca.Stats().RenewalRoundTrips
-		deadline := time.Now().Add(15 * time.Second)
-		for s.ca.Stats().RenewalRoundTrips < base+3 && time.Now().Before(deadline) && s.hl.l.Err() == nil {
+		r := cmp.Or(s.renewer, s.ca)
+		base := r.Stats().RenewalRoundTrips
+		// three renewal rounds, or two watchdog timeouts for a shape that
+		// renews on its own (RedLock: not counted in RenewalRoundTrips)
+		deadline := time.Now().Add(2 * s.wd)
+		for r.Stats().RenewalRoundTrips < base+3 && time.Now().Before(deadline) && s.hl.l.Err() == nil {
 			time.Sleep(10 * time.Millisecond)
 		}
 		f.Lost = s.hl.l.Err() != nil
