@@ -45,6 +45,9 @@ func ahead(r *etcdserverpb.ResponseOp, rev int64) string {
 	return ""
 }
 
+// ownWatchAfter is how long a waiter waits before it watches its own key.
+const ownWatchAfter = 500 * time.Millisecond
+
 // errRefused: a Wait(0) try found the lock held.
 var errRefused = errors.New("refused")
 
@@ -94,10 +97,11 @@ type attempt struct {
 	sh    shape
 	owner string
 	o     dlock.Options
-	ctx   context.Context // the caller's: a grant is handed over under it
-	wctx  context.Context // ctx bounded by the wait: every etcd call runs under it
-	own   clientv3.WatchChan
-	last  error // the last transient etcd error, for a refusal's detail
+	ctx   context.Context    // the caller's: a grant is handed over under it
+	wctx  context.Context    // ctx bounded by the wait: every etcd call runs under it
+	own   clientv3.WatchChan // our own key's deletions, once watched
+	ownAt <-chan time.Time   // when to start watching our own key
+	last  error              // the last transient etcd error, for a refusal's detail
 }
 
 func (a *attempt) run() (*dlock.Lease, error) {
@@ -186,11 +190,18 @@ func (a *attempt) queue() (*dlock.Lease, error) {
 	}
 	wctx, cancel := context.WithCancel(a.wctx)
 	defer cancel()
-	// Our own key's deletion ends the wait at once (etcd-io/etcd#19597).
-	a.own = a.c.cli.Watch(wctx, key, clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+	// Our own key's deletion ends the wait (etcd-io/etcd#19597): a watch
+	// on it, from the moment we queued, started once we have waited
+	// ownWatchAfter (a hand-off in a busy queue comes sooner, and a watch
+	// for every waiter costs the queue a fifth of its pace on etcd with
+	// fsync). A session etcd expired is seen by the keepalive too.
+	a.own, a.ownAt = nil, time.After(ownWatchAfter)
+	startOwn := func() {
+		a.own = a.c.cli.Watch(wctx, key, clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+	}
 	for {
 		if blk != "" {
-			gone, err := a.waitFor(wctx, s, blk, pfx, at)
+			gone, err := a.waitFor(wctx, s, blk, pfx, at, startOwn)
 			if err != nil {
 				a.leave(key, rev, s)
 				return nil, err
@@ -223,7 +234,7 @@ func (a *attempt) queue() (*dlock.Lease, error) {
 
 // waitFor waits until blk (a directory with pfx) has a deletion after
 // revision at (true: look again), or our own key or session is gone (gone).
-func (a *attempt) waitFor(ctx context.Context, s *session, blk string, pfx bool, at int64) (gone bool, err error) {
+func (a *attempt) waitFor(ctx context.Context, s *session, blk string, pfx bool, at int64, startOwn func()) (gone bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	opts := []clientv3.OpOption{clientv3.WithRev(at + 1), clientv3.WithFilterPut()}
@@ -247,6 +258,9 @@ func (a *attempt) waitFor(ctx context.Context, s *session, blk string, pfx bool,
 			if len(wr.Events) > 0 {
 				return true, nil
 			}
+		case <-a.ownAt:
+			a.ownAt = nil
+			startOwn()
 		case <-s.done:
 			return true, nil
 		case <-ctx.Done():
