@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// Progress timing: nothing is shown for runs shorter than progressDelay; a
-// terminal's bar is redrawn at most every progressTTY, other writers get a
-// plain line every progressLine.
+// Progress timing: nothing is shown for a part of a run (one strategy's
+// sale) until it has run progressDelay; then a terminal's bar is redrawn at
+// most every progressTTY, other writers get a plain line every progressLine.
 const (
 	progressDelay = 2 * time.Second
 	progressTTY   = 100 * time.Millisecond
@@ -25,10 +25,11 @@ type progress struct {
 	mu      sync.Mutex
 	w       io.Writer
 	on, tty bool
-	start   time.Time // the first update
+	what    string    // the part being run
+	start   time.Time // the part's first update
 	last    time.Time // the last drawing
 	drawn   bool      // a bar is on the terminal's line
-	part    string    // the part of the last line written (not a terminal)
+	lined   bool      // the part has had a line (not a terminal)
 	now     func() time.Time
 }
 
@@ -51,8 +52,8 @@ func (p *progress) update(what string, done, total int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
-	if p.start.IsZero() {
-		p.start = now
+	if what != p.what || p.start.IsZero() {
+		p.what, p.start, p.last, p.lined = what, now, time.Time{}, false
 	}
 	elapsed := now.Sub(p.start)
 	if elapsed < progressDelay {
@@ -62,9 +63,9 @@ func (p *progress) update(what string, done, total int) {
 	if p.tty {
 		every = progressTTY
 	}
-	// The last update of a part is drawn on a terminal, and in a line
-	// only if the part had a line already (a short part stays quiet).
-	last := done == total && (p.tty || p.part == what)
+	// The end of a part is drawn on a terminal, and in a line if the part
+	// had a line already.
+	last := done == total && (p.tty || p.lined)
 	if now.Sub(p.last) < every && !last {
 		return
 	}
@@ -72,7 +73,7 @@ func (p *progress) update(what string, done, total int) {
 	pct := done * 100 / max(total, 1)
 	if !p.tty {
 		fmt.Fprintf(p.w, "%s: %d/%d (%d%%), %s elapsed\n", what, done, total, pct, elapsed.Round(time.Second))
-		p.part = what
+		p.lined = true
 		return
 	}
 	n := pct * 30 / 100

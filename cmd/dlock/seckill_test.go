@@ -132,30 +132,30 @@ func TestSeckillCleansUp(t *testing.T) {
 	}
 }
 
-// TestProgress: nothing for the first 2 s; then a bar on a terminal, a
-// line every 5 s elsewhere.
+// TestProgress: nothing for a part's first 2 s; then a line every 5 s off
+// a terminal, and one at the end of a part that had a line.
 func TestProgress(t *testing.T) {
 	var buf bytes.Buffer
 	now := time.Unix(0, 0)
 	p := newProgress(&buf, true)
 	p.now = func() time.Time { return now }
-	p.update("lock", 1, 100)
-	now = now.Add(time.Second)
-	p.update("lock", 50, 100)
+	step := func(d time.Duration, what string, done int) {
+		now = now.Add(d)
+		p.update(what, done, 100)
+	}
+	step(0, "lock", 1)
+	step(time.Second, "lock", 50)
 	if buf.Len() != 0 {
 		t.Fatalf("progress within 2 s: %q", buf.String())
 	}
-	now = now.Add(1500 * time.Millisecond)
-	p.update("lock", 60, 100)
-	now = now.Add(time.Second)
-	p.update("lock", 70, 100) // within 5 s of the last line
-	now = now.Add(100 * time.Millisecond)
-	p.update("lock", 100, 100) // the end of a part with a line
-	now = now.Add(5 * time.Second)
-	p.update("fenced", 10, 100)
-	now = now.Add(100 * time.Millisecond)
-	p.update("prededuct", 100, 100) // a part that ends before its first line
-	want := "lock: 60/100 (60%), 3s elapsed\nlock: 100/100 (100%), 4s elapsed\nfenced: 10/100 (10%), 9s elapsed\n"
+	step(1500*time.Millisecond, "lock", 60)      // 2.5 s: a line
+	step(time.Second, "lock", 70)                // within 5 s of the last line
+	step(100*time.Millisecond, "lock", 100)      // the end of a part with a line
+	step(100*time.Millisecond, "prededuct", 1)   // a new part: its own 2 s
+	step(500*time.Millisecond, "prededuct", 100) // ends within them: quiet
+	step(0, "fenced", 1)
+	step(2500*time.Millisecond, "fenced", 40)
+	want := "lock: 60/100 (60%), 3s elapsed\nlock: 100/100 (100%), 4s elapsed\nfenced: 40/100 (40%), 3s elapsed\n"
 	if buf.String() != want {
 		t.Fatalf("progress %q, want %q", buf.String(), want)
 	}
