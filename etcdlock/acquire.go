@@ -263,6 +263,8 @@ func (a *attempt) waitFor(ctx context.Context, s *session, blk string, pfx bool,
 			startOwn()
 		case <-s.done:
 			return true, nil
+		case <-a.c.bg.Done(): // Close
+			return false, dlock.ErrClosed
 		case <-ctx.Done():
 			return false, ctx.Err()
 		}

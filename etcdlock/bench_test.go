@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock/internal/etcdproc"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
@@ -170,5 +169,3 @@ func BenchmarkHotKey64(b *testing.B) {
 		}
 	}
 }
-
-var _ = clientv3.WithPrefix

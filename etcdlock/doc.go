@@ -20,6 +20,9 @@
 // (its lease expires). A waiter whose own key disappears (its session
 // ended) notices at once and queues again behind everyone.
 //
+// Lease.ID is the holder's key in etcd. QueueTimeout has no effect: a
+// waiter's place lasts as long as its session.
+//
 // The fencing token is the create revision of the holder's key: strictly
 // increasing across every lock of the cluster and across leader changes.
 // IsOwner returns it as a comparison for the caller's own etcd transactions.

@@ -225,3 +225,32 @@ func TestUncontendedWrites(t *testing.T) {
 		t.Logf("%v proposals committed during acquire + release (2 are ours)", d)
 	}
 }
+
+// Close ends the waits in progress with ErrClosed.
+func TestCloseEndsWaits(t *testing.T) {
+	a, b := newClient(t), newClient(t)
+	ctx := testCtx(t, 20*time.Second)
+	n := lockName(t)
+	held, err := a.Mutex(n).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Mutex(n).Acquire(ctx)
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, dlock.ErrClosed) {
+			t.Fatalf("a wait ended by Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end the wait")
+	}
+}
