@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dlockgo/dlock"
@@ -111,7 +112,7 @@ func (c *Client) wait(ctx context.Context, r *request, until time.Time) (*node, 
 		if err != nil {
 			return nil, time.Time{}, err
 		}
-		n := &node{c: c, name: r.name, path: got.path, kind: r.kind, owner: r.owner, sid: sid, czxid: got.czxid, count: 1}
+		n := &node{c: c, name: r.name, attempt: attempt, path: got.path, kind: r.kind, owner: r.owner, sid: sid, czxid: got.czxid, count: 1}
 		sent, err := c.await(ctx, r, n, until)
 		if err == nil {
 			return n, sent, nil
@@ -131,6 +132,12 @@ func (c *Client) await(ctx context.Context, r *request, n *node, until time.Time
 	dir := r.dirPath(c)
 	me := n.path[len(dir)+1:]
 	backoff := 20 * time.Millisecond
+	var over <-chan time.Time // the end of the wait
+	if !until.IsZero() {
+		t := time.NewTimer(time.Until(until))
+		defer t.Stop()
+		over = t.C
+	}
 	for {
 		sent := time.Now()
 		children, err := call(ctx, c, func() ([]string, error) {
@@ -161,6 +168,11 @@ func (c *Client) await(ctx context.Context, r *request, n *node, until time.Time
 		if pos < 0 {
 			return time.Time{}, errNodeGone
 		}
+		for _, m := range q[:pos] { // a twin of ours (a create applied late) blocks nobody
+			if m.name != me && strings.Contains(m.name, "-"+n.attempt+"-") {
+				go c.deletePath(dir+"/"+m.name, n.sid)
+			}
+		}
 		ok, watch := r.admitted(c, q, pos)
 		if ok {
 			return sent, nil
@@ -181,14 +193,12 @@ func (c *Client) await(ctx context.Context, r *request, n *node, until time.Time
 		if ev == nil {
 			continue // already gone
 		}
-		var over <-chan time.Time
-		if !until.IsZero() {
-			t := time.NewTimer(time.Until(until))
-			defer t.Stop()
-			over = t.C
-		}
+		recheck := time.NewTimer(c.timeout)
 		select {
 		case <-ev:
+		case <-recheck.C:
+			// Look again even without an event: a watch is re-set after a
+			// reconnection, but the queue must never hang on one.
 		case <-over:
 			return time.Time{}, errWaitOver
 		case <-ctx.Done():
@@ -196,6 +206,7 @@ func (c *Client) await(ctx context.Context, r *request, n *node, until time.Time
 		case <-c.done:
 			return time.Time{}, errClosed
 		}
+		recheck.Stop()
 	}
 }
 

@@ -43,8 +43,10 @@ func TestLeaderKill(t *testing.T) {
 	var wg sync.WaitGroup
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
+	var clients []*Client
 	for range 4 {
 		c := dialAddr(t, servers, timeout)
+		clients = append(clients, c)
 		for range 2 {
 			wg.Add(1)
 			go func() {
@@ -57,7 +59,11 @@ func TestLeaderKill(t *testing.T) {
 					}
 					l, err := c.Mutex(held).Acquire(cctx)
 					if err != nil {
-						errs <- err
+						select {
+						case <-stop: // the run is over
+						default:
+							errs <- err
+						}
 						return
 					}
 					w.Enter(held)
@@ -70,7 +76,7 @@ func TestLeaderKill(t *testing.T) {
 					}
 					time.Sleep(2 * time.Millisecond)
 					w.Exit(held)
-					if err := l.Unlock(cctx); err != nil {
+					if err := l.Unlock(ctx); err != nil {
 						errs <- err
 						return
 					}
@@ -95,7 +101,23 @@ func TestLeaderKill(t *testing.T) {
 	for after.Load() < 20 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
+	if after.Load() < 20 { // stuck: show the queue before giving up
+		admin := dialAddr(t, servers, timeout)
+		dir := admin.dir("lock", held)
+		ch, _, err := admin.conn.Children(dir)
+		t.Logf("queue of %s (%v): %v", held, err, ch)
+		for _, m := range ch {
+			_, st, err := admin.conn.Get(dir + "/" + m)
+			if err == nil {
+				t.Logf("  %s owner session %x czxid %d", m, st.EphemeralOwner, st.Czxid)
+			}
+		}
+		for i, c := range clients {
+			t.Logf("  client %d session %x", i, c.conn.SessionID())
+		}
+	}
 	close(stop)
+	cancel()
 	wg.Wait()
 	close(errs)
 	for err := range errs {

@@ -27,13 +27,14 @@ const (
 // node is one granted (or waiting) znode: <kind>-<attempt>-<sequence>.
 // It is the GrantOps of its grant.
 type node struct {
-	c     *Client
-	name  string // the lock's name
-	path  string
-	kind  byte
-	owner string
-	sid   int64 // the session that created it
-	czxid int64
+	c       *Client
+	name    string // the lock's name
+	attempt string // the attempt id in its name
+	path    string
+	kind    byte
+	owner   string
+	sid     int64 // the session that created it
+	czxid   int64
 
 	mu       sync.Mutex
 	count    int  // reentrant acquisitions not yet released
@@ -169,12 +170,15 @@ func (c *Client) create(ctx context.Context, dir string, kind byte, attempt, own
 		case errors.Is(r.err, zk.ErrSessionExpired):
 			// The session's nodes are gone with it: create again.
 		case retryable(r.err):
-			got, sid, err := c.find(ctx, dir, attempt)
-			if err == nil && got.path != "" {
-				return got, sid, nil
-			}
-			if err != nil && !retryable(err) {
+			// The create may have been applied: create again only once a
+			// listing says it was not, so the attempt never has two nodes.
+			got, sid, err := c.findSure(ctx, dir, attempt)
+			if err != nil {
+				go c.deleteAttempt(dir, attempt)
 				return created{}, 0, err
+			}
+			if got.path != "" {
+				return got, sid, nil
 			}
 		default:
 			return created{}, 0, r.err
@@ -252,6 +256,21 @@ func (c *Client) find(ctx context.Context, dir, attempt string) (created, int64,
 // answer the create or delete in flight, so that it returns with its node
 // deleted; past it the node is deleted in the background.
 const cancelGrace = time.Second
+
+// findSure is find retried across reconnections until it gives an answer.
+func (c *Client) findSure(ctx context.Context, dir, attempt string) (created, int64, error) {
+	backoff := 20 * time.Millisecond
+	for {
+		got, sid, err := c.find(ctx, dir, attempt)
+		if !retryable(err) {
+			return got, sid, err
+		}
+		if err := sleep(ctx, c, backoff); err != nil {
+			return created{}, 0, err
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
 
 // abandon deletes what a create nobody waits for any more made: at once
 // if its reply comes within cancelGrace, else in the background.
