@@ -39,7 +39,9 @@ func TestSentinelFailover(t *testing.T) {
 		scs[i] = setUp(t, sh, "fo-"+sh.name, fo(), fo(), probe, st, wd)
 	}
 	for _, sc := range scs {
-		sc.ew.Sample()
+		if !sc.ew.MustSample() {
+			t.Fatalf("%s: cannot read the holder's expiry", sc.sh.name)
+		}
 	}
 	old := s.Master.Addr()
 	at := time.Now()

@@ -283,6 +283,6 @@ func probeClient(t *testing.T, s *redisproc.Server) *redis.Client {
 	return newRDB(t, s.Addr(), func(o *redis.Options) {
 		o.ReadTimeout, o.WriteTimeout, o.DialTimeout = 100*time.Millisecond, 100*time.Millisecond, 200*time.Millisecond
 		o.ContextTimeoutEnabled = true
-		o.PoolSize = 2
+		o.PoolSize = 16
 	})
 }

@@ -56,7 +56,9 @@ func TestNetworkFaults(t *testing.T) {
 				scs[i] = setUp(t, sh, "nf-"+sh.name, newRDB(t, px.Addr()), newRDB(t, srv.Addr()), probe, st, wd)
 			}
 			for _, sc := range scs {
-				sc.ew.Sample()
+				if !sc.ew.MustSample() {
+					t.Fatalf("%s: cannot read the holder's expiry", sc.sh.name)
+				}
 			}
 			at := time.Now()
 			if err := nf.strike(px); err != nil {

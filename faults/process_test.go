@@ -95,7 +95,9 @@ func TestProcessFaults(t *testing.T) {
 				scs[i] = setUp(t, sh, "pf-"+sh.name, newRDB(t, srv.Addr()), newRDB(t, srv.Addr()), probe, st, cmp.Or(pf.wd, wd))
 			}
 			for _, sc := range scs {
-				sc.ew.Sample() // the last expiry before the fault
+				if !sc.ew.MustSample() { // the last expiry before the fault
+					t.Fatalf("%s: cannot read the holder's expiry", sc.sh.name)
+				}
 			}
 			at := time.Now()
 			pf.strike(t, srv, admin)

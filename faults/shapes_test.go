@@ -140,17 +140,29 @@ func watchExpiry(read func(ctx context.Context) (int64, bool)) *expiryWatch {
 	return w
 }
 
-// Sample reads the expiry now.
-func (w *expiryWatch) Sample() {
+// Sample reads the expiry now; false if it could not.
+func (w *expiryWatch) Sample() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if v, ok := w.read(ctx); ok {
+	v, ok := w.read(ctx)
+	if ok {
 		w.mu.Lock()
 		if v > w.last {
 			w.last = v
 		}
 		w.mu.Unlock()
 	}
+	return ok
+}
+
+// MustSample reads the expiry now, retrying for up to 2 s.
+func (w *expiryWatch) MustSample() bool {
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+		if w.Sample() {
+			return true
+		}
+	}
+	return false
 }
 
 // Last is the latest server-side expiry seen.
