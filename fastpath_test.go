@@ -26,9 +26,9 @@ func queuedShapes(c *dlock.Client, name string) []struct {
 		lk    dlock.Locker
 		cmds  int64
 	}{
-		{"mutex", c.Mutex(name), 6},
-		{"lock", c.Lock(name), 8},
-		{"fair", c.FairLock(name), 9},
+		{"mutex", c.Mutex(name), 7},
+		{"lock", c.Lock(name), 9},
+		{"fair", c.FairLock(name), 10},
 	}
 }
 
@@ -106,8 +106,19 @@ func TestUncontendedCommands(t *testing.T) {
 	}
 }
 
+// tokenAhead reads the fence counter of the name "lost".
+func tokenAhead(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	n, err := rdb.Get(context.Background(), "dlock:{lost}:fence").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // Tokens strictly increase per name when the fence counter is lost between
-// grants (deleted, or FLUSHALL) and after a lease ran out.
+// grants (deleted, FLUSHALL), when it went back (a failover that lost the
+// last writes), when it is ahead of the clock, and after a lease ran out.
 func TestTokenAfterCounterLost(t *testing.T) {
 	rdb := server(t)
 	c := newClient(t, rdb)
@@ -136,7 +147,14 @@ func TestTokenAfterCounterLost(t *testing.T) {
 				if err := rdb.FlushAll(ctx).Err(); err != nil {
 					t.Fatal(err)
 				}
+				_ = next(fmt.Sprint("after FLUSHALL, round ", i)).Unlock(ctx)
+				// a failover that lost the last writes: the counter went back
+				if err := rdb.Set(ctx, "dlock:{lost}:fence", strconv.FormatInt(last-1000, 10), 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+				_ = next(fmt.Sprint("after the counter went back, round ", i)).Unlock(ctx)
 			}
+
 			// a lease that runs out, then the counter too
 			l := next("short lease", dlock.LeaseTime(30*time.Millisecond))
 			if !closedWithin(l.Done(), 5*time.Second) {
@@ -154,6 +172,14 @@ func TestTokenAfterCounterLost(t *testing.T) {
 			_ = next("after the lease ran out and the counter was deleted", dlock.Wait(5*time.Second)).Unlock(ctx)
 			if err := l.Unlock(ctx); !errors.Is(err, dlock.ErrLockLost) {
 				t.Fatalf("unlock of the expired lease: %v, want ErrLockLost", err)
+			}
+			// a counter ahead of the clock (an earlier burst, or a clock that went back)
+			if err := rdb.Set(ctx, "dlock:{lost}:fence", strconv.FormatInt(last+1_000_000_000, 10), 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			_ = next("counter ahead of the clock").Unlock(ctx)
+			if last != tokenAhead(t, rdb) {
+				t.Fatalf("token %d, counter %d: the counter does not hold the last token", last, tokenAhead(t, rdb))
 			}
 			if err := rdb.FlushAll(ctx).Err(); err != nil {
 				t.Fatal(err)

@@ -16,6 +16,7 @@
 --                         operation was already applied (a retry) is left as it is.
 --         {0, pttl, i}    member i is held by another owner (pttl: its
 --                         remaining TTL in ms, -1: none); nothing was changed
+--                         but member i's waiters mark w (see reentrant_lib.lua)
 -- Errors  WRONGTYPE       a member key is not a hash of this shape
 local n = #KEYS / 2
 for i = 1, n do
@@ -52,15 +53,6 @@ for i = 1, n do
   end
   if t > fence then
     fence = t
-  end
-end
--- A Lock on a member counts on from its counter (fence_next): raise every
--- member's counter to the MultiLock's token, so the member's next token is
--- above this one too.
-for i = 1, n do
-  local c = tonumber(redis.call('GET', KEYS[2 * i]))
-  if not c or c < fence then
-    redis.call('SET', KEYS[2 * i], string.format('%.0f', fence), 'PX', ARGV[5])
   end
 end
 return {1, fence}

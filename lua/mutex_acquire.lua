@@ -16,9 +16,10 @@
 --
 -- A free Mutex goes to the caller, queue or not (a Mutex is not fair; a
 -- release hands it to the first waiter, so it is free with waiters queued
--- only after a holder's lease ran out). A free Mutex costs two commands: the
--- fence counter's INCR and SET NX; an attempt that finds it held also
--- consumes a fence (tokens have gaps; they still strictly increase).
+-- only after a holder's lease ran out). A free Mutex costs three commands:
+-- TIME and the fence counter's SET ... GET (see fence.lua), and SET NX; an
+-- attempt that finds it held also consumes a fence (tokens have gaps; they
+-- still strictly increase).
 --
 -- Returns {1, fence}  granted; also when the key already holds ARGV[1]: it was
 --                     handed to this call, or this is a retry whose first
@@ -28,7 +29,7 @@
 --                     call is queued (or keeps its place), its deadline now +
 --                     ARGV[6]
 -- Errors  WRONGTYPE   the key exists and is not a string
-local t = fence_next(KEYS[2], ARGV[5], nil)
+local t = next_fence(KEYS[2], ARGV[5])
 local v = redis.call('SET', KEYS[1], mutex_value(ARGV[1], t, ARGV[4], ARGV[8] == '1'), 'NX', 'GET', 'PX', ARGV[3])
 if not v then
   if ARGV[8] == '1' then

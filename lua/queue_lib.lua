@@ -56,14 +56,14 @@ end
 -- of the queue, nothing published or granted) or false (nobody to hand to).
 local function q_hand(queue, timeouts, fence, fence_ttl, last, wake, check, self_op, grant)
   local i = 0
-  local now_ms
+  local now_ms, now_us
   while true do
     local member = redis.call('ZRANGE', queue, i, i)[1]
     if not member then
       return false
     end
     if not now_ms then
-      now_ms = clock()
+      now_ms, now_us = clock()
     end
     local deadline = tonumber(redis.call('ZSCORE', timeouts, member))
     local op, holder, lease, client, meta = string.match(member, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
@@ -74,7 +74,7 @@ local function q_hand(queue, timeouts, fence, fence_ttl, last, wake, check, self
       return 'self'
     else
       local ttl = math.min(tonumber(lease), deadline - now_ms)
-      local t = fence_next(fence, fence_ttl, last)
+      local t = fence_at(fence, fence_ttl, now_us, last)
       last = t
       local n = redis.call('PUBLISH', wake .. ':' .. client, op .. '|' .. string.format('%.0f', t) .. '|' .. ttl)
       if n > 0 or check ~= '1' then

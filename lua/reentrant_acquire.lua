@@ -53,7 +53,7 @@ if not f.o then
     handed = reentrant_hand(KEYS[1], KEYS[2], KEYS[3], KEYS[4], nil, ARGV[10], ARGV[9], ARGV[5], ARGV[12], ARGV[2])
   end
   if handed ~= true then
-    local t = fence_next(KEYS[2], ARGV[5], nil)
+    local t = next_fence(KEYS[2], ARGV[5])
     reentrant_grant(KEYS[1], t, ARGV[10], ARGV[1], ARGV[2], ARGV[4], ARGV[3], false, ARGV[8] == '1')
     if ARGV[8] == '1' and not handed then
       q_leave(KEYS[3], KEYS[4], q_member(ARGV[2], ARGV[1], ARGV[3], ARGV[7], ARGV[4]))
