@@ -113,6 +113,7 @@ func BenchmarkUncontended(b *testing.B) {
 				slices.Sort(pairs)
 				b.ReportMetric(float64(len(pairs))/el.Seconds(), "pairs/s")
 				b.ReportMetric(float64(pairs[len(pairs)/2].Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(pairs[len(pairs)*99/100].Microseconds())/1000, "p99-ms")
 			})
 		}
 	}
