@@ -75,6 +75,14 @@ func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (
 	r.owner = dlock.OwnerOf(ctx)
 	if r.shape == "lock" {
 		r.key = r.name + "\x00" + r.owner
+		// One acquisition per owner and name at a time: a second one of
+		// the same owner re-enters once the first is granted instead of
+		// queueing behind it.
+		leave, err := c.enter(ctx, r.key)
+		if err != nil {
+			return nil, opErr("acquire", r.name, err)
+		}
+		defer leave()
 		if n := c.rejoin(r.key); n != nil {
 			return c.grant(ctx, r, n, time.Time{}, o) // the hold's own deadline stands
 		}

@@ -48,6 +48,7 @@ type Client struct {
 	mu        sync.Mutex
 	reentrant map[string]*node // live reentrant holds by owner key
 	live      map[string]*node // live granted nodes by path
+	gates     map[string]*gate // reentrant acquisitions in progress by owner key
 }
 
 // Option configures New and Dial.
@@ -134,6 +135,7 @@ func New(conn *zk.Conn, opts ...Option) (*Client, error) {
 		done:      make(chan struct{}),
 		reentrant: make(map[string]*node),
 		live:      make(map[string]*node),
+		gates:     make(map[string]*gate),
 	}
 	c.wg.Add(1)
 	go c.heartbeat()

@@ -31,6 +31,41 @@ func (c *Client) forget(n *node) {
 	}
 }
 
+// gate serialises the acquisitions of one reentrant owner on one name.
+type gate struct {
+	ch    chan struct{}
+	users int
+}
+
+// enter waits for the gate of key (or ctx, or Close) and returns its leave.
+func (c *Client) enter(ctx context.Context, key string) (func(), error) {
+	c.mu.Lock()
+	g := c.gates[key]
+	if g == nil {
+		g = &gate{ch: make(chan struct{}, 1)}
+		c.gates[key] = g
+	}
+	g.users++
+	c.mu.Unlock()
+	drop := func() {
+		c.mu.Lock()
+		if g.users--; g.users == 0 {
+			delete(c.gates, key)
+		}
+		c.mu.Unlock()
+	}
+	select {
+	case g.ch <- struct{}{}:
+		return func() { <-g.ch; drop() }, nil
+	case <-ctx.Done():
+		drop()
+		return nil, ctx.Err()
+	case <-c.done:
+		drop()
+		return nil, dlock.ErrClosed
+	}
+}
+
 // rejoin returns the owner's live reentrant node for key with its count
 // raised, or nil.
 func (c *Client) rejoin(key string) *node {

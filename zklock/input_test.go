@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -210,5 +211,64 @@ func TestSessionClosedLosesLease(t *testing.T) {
 	}
 	if err := l.Err(); !errors.Is(err, dlock.ErrLockLost) {
 		t.Fatalf("Err: %v", err)
+	}
+}
+
+// TestReentrantConcurrent: acquisitions of one owner started at once
+// while another owner holds the lock queue one node; once granted, the
+// others re-enter with its token.
+func TestReentrantConcurrent(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	c, other := dial(t, 2*time.Second), dial(t, 2*time.Second)
+	n := lockName(t)
+	first, err := other.Lock(n).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A lease's Context carries its owner: borrow one for the owner.
+	ownerLease, err := c.Mutex(n + "-owner").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ownerLease.Unlock(ctx)
+	owner := ownerLease.Context()
+	var wg sync.WaitGroup
+	leases := make([]*dlock.Lease, 4)
+	for i := range leases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := c.Lock(n).Acquire(owner, dlock.Wait(10*time.Second))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			leases[i] = l
+		}()
+	}
+	waitMembers(t, c, n, 2)
+	time.Sleep(100 * time.Millisecond) // give stray waiters time to queue
+	if got := members(t, c, "lock", n); len(got) != 2 {
+		t.Fatalf("queue %v: one owner queued more than one node", got)
+	}
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for _, l := range leases {
+		if l == nil {
+			t.FailNow()
+		}
+		if l.Token() != leases[0].Token() {
+			t.Errorf("tokens %d and %d for one owner", l.Token(), leases[0].Token())
+		}
+	}
+	for _, l := range leases {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := members(t, c, "lock", n); len(got) != 0 {
+		t.Fatalf("nodes left: %v", got)
 	}
 }

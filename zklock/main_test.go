@@ -29,13 +29,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	server = s
+	before := goleak.IgnoreCurrent()
 	code := m.Run()
 	s.Close()
 	if bench.srv != nil {
 		bench.srv.Close()
 	}
 	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
+		if err := goleak.Find(before); err != nil {
 			fmt.Fprintln(os.Stderr, "leaked goroutines:", err)
 			code = 1
 		}

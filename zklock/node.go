@@ -312,7 +312,9 @@ func (c *Client) deleteAttempt(dir, attempt string) {
 			}
 			return
 		}
-		time.Sleep(50 * time.Millisecond)
+		if sleep(ctx, c, 50*time.Millisecond) != nil {
+			return
+		}
 	}
 }
 
@@ -333,7 +335,11 @@ func (c *Client) deletePath(path string, sid int64) error {
 		case !retryable(err) || errors.Is(err, zk.ErrClosing) || time.Now().After(deadline):
 			return err
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-c.done: // closed: a Dial client's session ends with it
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 
