@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,20 +20,37 @@ func BenchmarkPingPing(b *testing.B) {
 	rdb := redistest.Client(b, redistest.Start(b))
 	ctx := context.Background()
 	b.ResetTimer()
+	cpu := processCPU()
 	for b.Loop() {
 		rdb.Ping(ctx)
 		rdb.Ping(ctx)
 	}
+	reportCPU(b, cpu)
 }
 
-// Uncontended acquire+release, one goroutine.
+// processCPU is the CPU time (user + system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the process CPU time per iteration since since (the
+// client's CPU: redis-server is another process) as cpu-µs/op.
+func reportCPU(b *testing.B, since time.Duration) {
+	b.ReportMetric(float64(processCPU()-since)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+}
+
+// Uncontended acquire+release, one goroutine; cpu-µs/op is the client's CPU
+// per pair.
 func BenchmarkUncontended(b *testing.B) {
 	rdb := redistest.Client(b, redistest.Start(b))
 	c := newClient(b, rdb)
 	ctx := context.Background()
-	for _, shape := range []string{"mutex", "lock"} {
+	for _, shape := range []string{"mutex", "lock", "fair"} {
 		b.Run(shape, func(b *testing.B) {
-			lk := lockers(c, "u-"+shape)[shape]
+			lk := map[string]dlock.Locker{"mutex": c.Mutex("u-mutex"), "lock": c.Lock("u-lock"), "fair": c.FairLock("u-fair")}[shape]
+			cpu := processCPU()
 			for b.Loop() {
 				l, err := lk.Acquire(ctx, dlock.Wait(0))
 				if err != nil {
@@ -42,6 +60,7 @@ func BenchmarkUncontended(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, cpu)
 		})
 	}
 }
