@@ -7,11 +7,14 @@ import (
 	"time"
 )
 
-// drift is the safety margin taken off every lease on the client's clock, so
+// Drift is the safety margin taken off every lease on the client's clock, so
 // the client gives a lease up before the store can expire it and grant it to
 // someone else: 1% of the lease plus 2 ms (the Redlock paper's allowance for
-// clock-rate differences and timer lateness).
-func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+// clock-rate differences and timer lateness). A Keeper applies it to every
+// Grant; a backend that keeps deadlines of its own (a session's) uses it too.
+func Drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+func drift(ttl time.Duration) time.Duration { return Drift(ttl) }
 
 // Hold is one grant kept by a Keeper: one lock held by one owner through one
 // backend client, shared by every Lease of that owner on that lock

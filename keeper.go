@@ -82,6 +82,31 @@ func (k *Keeper) Lease(ctx context.Context, g Grant) (*Lease, error) {
 	return l, nil
 }
 
+// Join adds a Lease for owner to the live hold whose Grant.Key is key (a
+// reentrant re-entry that needs nothing from the store) and reports true;
+// it reports false, and makes nothing, when no live hold has that key (the
+// backend then grants anew). The Lease's Context carries owner; onLost runs
+// when the hold is lost.
+func (k *Keeper) Join(ctx context.Context, key, owner string, onLost func(*Lease)) (*Lease, bool) {
+	if key == "" || ctx.Err() != nil {
+		return nil, false
+	}
+	k.mu.Lock()
+	h := k.keyed[key]
+	if k.closed || h == nil {
+		k.mu.Unlock()
+		return nil, false
+	}
+	l := newLease(ctx, h, owner, onLost)
+	ok := h.attach(l)
+	k.mu.Unlock()
+	if !ok {
+		l.cancel(context.Canceled)
+		return nil, false
+	}
+	return l, true
+}
+
 // giveBack releases a grant nobody will hold (a reentrant re-entry's
 // release undoes just that re-entry).
 func (k *Keeper) giveBack(ctx context.Context, g Grant) {

@@ -280,3 +280,48 @@ func TestNoZombieHold(t *testing.T) {
 		t.Fatalf("after %d rounds (%d granted): %+v — a zombie hold", 60, got, s)
 	}
 }
+
+// TestKeeperJoin: a backend's re-entry joins a live hold without the store;
+// with no live hold it makes nothing.
+func TestKeeperJoin(t *testing.T) {
+	k := dlock.NewKeeper(nil, nil)
+	defer k.Close()
+	ctx := context.Background()
+	if _, ok := k.Join(ctx, "k", "o", nil); ok {
+		t.Fatal("joined a hold that does not exist")
+	}
+	ops := &countOps{}
+	l, err := k.Lease(ctx, dlock.Grant{Shape: "lock", Name: "n", Key: "k", Owner: "o", Token: 7, Sent: time.Now(), TTL: time.Minute, Ops: ops})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, ok := k.Join(l.Context(), "k", "o", nil)
+	if !ok || j.Token() != 7 {
+		t.Fatalf("join: %v %v", j, ok)
+	}
+	if h, _ := k.Count(); h != 1 {
+		t.Fatalf("%d holds after a join, want 1", h)
+	}
+	if err := j.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := k.Count(); h != 0 {
+		t.Fatalf("%d holds after both unlocks", h)
+	}
+	if _, ok := k.Join(ctx, "k", "o", nil); ok {
+		t.Fatal("joined a released hold")
+	}
+}
+
+// countOps is a store that always says yes, counting releases.
+type countOps struct{ releases atomic.Int32 }
+
+func (o *countOps) Release(context.Context) (dlock.Released, error) {
+	o.releases.Add(1)
+	return dlock.ReleasedFree, nil
+}
+func (o *countOps) Extend(context.Context, time.Duration) (bool, error) { return true, nil }
+func (o *countOps) Verify(context.Context) (bool, error)                { return true, nil }
