@@ -13,7 +13,9 @@ const slowMsg = "dlock: slow hold"
 // A watchdog hold past the threshold is reported once, while still held,
 // with its name, token and holder; more renewals do not repeat it.
 func TestSlowHoldWarnedWhileHeld(t *testing.T) {
-	r := newRig(t, []dlock.ClientOption{dlock.WithWatchdogTimeout(300 * time.Millisecond)},
+	// A 600 ms watchdog lease renews every 200 ms: a loaded machine does not
+	// lose it between renewals.
+	r := newRig(t, []dlock.ClientOption{dlock.WithWatchdogTimeout(600 * time.Millisecond)},
 		dlockprom.WithSlowHold(250*time.Millisecond))
 	ctx := testCtx(t)
 	l, err := r.c.Lock("stock:1001").Acquire(ctx)
@@ -24,7 +26,7 @@ func TestSlowHoldWarnedWhileHeld(t *testing.T) {
 		return get(t, r.reg, "dlock_slow_holds_total", "shape", "lock", "group", "stock").value
 	}
 	// The warning is the report's last step (after the counter): wait for it.
-	eventually(t, 10*time.Second, "a slow-hold warning", func() bool { return len(r.log.records(t, slowMsg)) == 1 })
+	eventually(t, 30*time.Second, "a slow-hold warning", func() bool { return len(r.log.records(t, slowMsg)) == 1 })
 	if v := slow(); v != 1 {
 		t.Fatalf("slow_holds_total = %v after the warning, want 1", v)
 	}
@@ -45,7 +47,12 @@ func TestSlowHoldWarnedWhileHeld(t *testing.T) {
 	}
 	renewals := func() float64 { return get(t, r.reg, "dlock_renewals_total", "shape", "lock").value }
 	after := renewals()
-	eventually(t, 10*time.Second, "3 more renewals", func() bool { return renewals() >= after+3 })
+	eventually(t, 30*time.Second, "3 more renewals", func() bool {
+		if err := l.Err(); err != nil {
+			t.Fatalf("lease lost before 3 more renewals: %v", err)
+		}
+		return renewals() >= after+3
+	})
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +64,7 @@ func TestSlowHoldWarnedWhileHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "a second slow-hold report", func() bool { return slow() == 2 })
+	eventually(t, 30*time.Second, "a second slow-hold report", func() bool { return slow() == 2 })
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
