@@ -21,8 +21,8 @@ type shape struct {
 }
 
 // ownedExpiry returns the PEXPIRETIME of a lock key (a Mutex string
-// "token|..." or a lock hash with owner field o) if ARGV[1] holds it, -3 if
-// someone else does, -2 if there is no such key.
+// "token[mark]|..." or a lock hash with owner field o) if ARGV[1] holds it,
+// -3 if someone else does, -2 if there is no such key.
 var ownedExpiry = redis.NewScript(`
 local t = redis.call('TYPE', KEYS[1]).ok
 local owner
@@ -33,7 +33,7 @@ elseif t == 'hash' then
 else
   return -2
 end
-if owner ~= ARGV[1] then
+if not owner or string.sub(owner, 1, #ARGV[1]) ~= ARGV[1] then
   return -3
 end
 return redis.call('PEXPIRETIME', KEYS[1])`)
