@@ -13,10 +13,10 @@ import (
 // one ZooKeeper server.
 func TestConformance(t *testing.T) {
 	dlocktest.Run(t, dlocktest.Backend{
-		Renewal: 2 * time.Second,
+		Renewal: 3 * time.Second,
 		Lease:   time.Second,
 		NewClient: func(t testing.TB) dlocktest.Client {
-			c := dial(t, 2*time.Second)
+			c := dial(t, 3*time.Second)
 			return dlocktest.Client{
 				Mutex:     c.Mutex,
 				Lock:      c.Lock,
