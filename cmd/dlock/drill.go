@@ -189,7 +189,8 @@ func newLeaseCmd() *cobra.Command {
 		Use:   "lease",
 		Short: "A lease shorter than the work: when the second holder gets in; then the watchdog (000 §3.5)",
 		Example: "  dlock drill lease                 # 5s lease vs 8s work, scaled by 0.1\n" +
-			"  dlock drill lease --scale 1       # the article's real 5s vs 8s",
+			"  dlock drill lease --scale 1       # the article's real 5s vs 8s\n" +
+			"  dlock drill lease --scale 1 --backend zookeeper",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if lease <= 0 || work <= 0 || scale <= 0 {
@@ -214,7 +215,8 @@ func newContentionCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:     "contention",
 		Short:   "Workers looping on one lock: the wait-time distribution (000 §3.5)",
-		Example: "  dlock drill contention\n  dlock drill contention --workers 8 --loops 500 --work 1ms --json",
+		Example: "  dlock drill contention\n  dlock drill contention --workers 8 --loops 500 --work 1ms --json\n" +
+			"  dlock drill contention --backend etcd --workers 64 --loops 20 --work 0s",
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if workers < 1 || loops < 1 || work < 0 {
@@ -252,7 +254,7 @@ func newPauseCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:     "pause",
 		Short:   "A holder frozen (SIGSTOP) past its lease writes after another took the lock: fencing rejects it (002 §4.1)",
-		Example: "  dlock drill pause\n  dlock drill pause --lease 1s --json",
+		Example: "  dlock drill pause\n  dlock drill pause --lease 1s --json\n  dlock drill pause --backend etcd --lease 1s",
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if lease <= 0 {
