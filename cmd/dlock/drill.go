@@ -213,11 +213,11 @@ func newContentionCmd() *cobra.Command {
 	var workers, loops int
 	var work time.Duration
 	c := &cobra.Command{
-		Use:     "contention",
-		Short:   "Workers looping on one lock: the wait-time distribution (000 §3.5)",
+		Use:   "contention",
+		Short: "Workers looping on one lock: the wait-time distribution (000 §3.5)",
 		Example: "  dlock drill contention\n  dlock drill contention --workers 8 --loops 500 --work 1ms --json\n" +
 			"  dlock drill contention --backend etcd --workers 64 --loops 20 --work 0s",
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if workers < 1 || loops < 1 || work < 0 {
 				return usagef("--workers and --loops must be >= 1, --work >= 0")
