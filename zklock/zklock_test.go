@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/witness"
+	"github.com/dlockgo/dlock/internal/zkproc"
 )
 
 var seq struct {
@@ -342,4 +343,71 @@ func TestLostReplyAdopted(t *testing.T) {
 		t.Fatalf("the next waiter: %v", err)
 	}
 	next.Unlock(ctx)
+}
+
+// watches returns the server's watched paths and watches (wchs).
+func watches(t *testing.T) (paths, total int) {
+	t.Helper()
+	out, err := zkproc.FourLetter(context.Background(), server.Addr(), "wchs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns int
+	if _, err := fmt.Sscanf(out, "%d connections watching %d paths\nTotal watches:%d", &conns, &paths, &total); err != nil {
+		t.Fatalf("wchs %q: %v", out, err)
+	}
+	return paths, total
+}
+
+// TestNoHerd: each waiter of a mutex watches one node, its predecessor,
+// and a release wakes the next waiter alone.
+func TestNoHerd(t *testing.T) {
+	n := lockName(t)
+	ctx := testCtx(t, 30*time.Second)
+	admin := dial(t, 4*time.Second)
+	holder, err := admin.Mutex(n).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths0, before := watches(t)
+	const waiters = 5
+	var wg sync.WaitGroup
+	got := make(chan *dlock.Lease, waiters)
+	for i := range waiters {
+		c := dial(t, 4*time.Second)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := c.Mutex(n).Acquire(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		waitMembers(t, admin, n, i+2)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		paths, w := watches(t)
+		if paths-paths0 == waiters && w-before == waiters {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters: %d more watches on %d more paths, want one each on a path of its own", waiters, w-before, paths-paths0)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := <-got
+	// One watch fired: the four others still wait on theirs.
+	if _, w := watches(t); w-before != waiters-1 {
+		t.Fatalf("after one hand-off %d watches, want %d", w-before, waiters-1)
+	}
+	first.Unlock(ctx)
+	for range waiters - 1 {
+		(<-got).Unlock(ctx)
+	}
+	wg.Wait()
 }

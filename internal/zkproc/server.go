@@ -142,7 +142,7 @@ func (s *Server) writeConfig(o Options, members []string) error {
 		"clientPortAddress=127.0.0.1",
 		"maxClientCnxns=0",
 		"admin.enableServer=false",
-		"4lw.commands.whitelist=srvr,ruok,mntr,cons",
+		"4lw.commands.whitelist=srvr,ruok,mntr,cons,wchs",
 	}
 	if len(members) > 0 {
 		cfg = append(cfg, "initLimit=10", "syncLimit=5")
