@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
@@ -36,7 +37,8 @@ func runHolderChild(args []string) int {
 	defer rdb.Close()
 	st := redis.NewClient(&redis.Options{Addr: storeAddr})
 	defer st.Close()
-	c, err := dlock.New(rdb, dlock.WithWatchdogTimeout(pauseLease))
+	c, err := dlock.New(rdb, dlock.WithWatchdogTimeout(pauseLease),
+		dlock.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	if err != nil {
 		return fail(err)
 	}
@@ -59,8 +61,9 @@ func runHolderChild(args []string) int {
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		state := "held"
-		if l.Err() != nil {
+		if err := l.Err(); err != nil {
 			state = "lost"
+			fmt.Fprintln(os.Stderr, "Err:", err)
 		}
 		res := "accepted"
 		if err := fence.Set(ctx, st, "data:paused", "child", l.Token(), 0); errors.Is(err, fence.ErrStale) {
@@ -76,7 +79,7 @@ func runHolderChild(args []string) int {
 
 // pauseLease is the paused holder's watchdog timeout; it is frozen for
 // three times as long.
-const pauseLease = 500 * time.Millisecond
+const pauseLease = time.Second
 
 // TestPausedHolder freezes a holder process with SIGSTOP past its lease
 // (Kleppmann's stop-the-world pause), for every shape: the contender gets
@@ -103,6 +106,13 @@ func TestPausedHolder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var stderr syncBuffer
+			cmd.Stderr = &stderr
+			defer func() {
+				if t.Failed() {
+					t.Logf("holder process stderr:\n%s", stderr.String())
+				}
+			}()
 			stdout, err := cmd.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)
