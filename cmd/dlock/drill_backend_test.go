@@ -118,3 +118,39 @@ func TestDrillFailoverConsensus(t *testing.T) {
 		}
 	}
 }
+
+// The sale's lock strategies on etcd and ZooKeeper: each sells exactly the
+// stock and never oversells, with locks from the --backend service.
+func TestSeckillOnConsensusBackends(t *testing.T) {
+	for _, kind := range []string{backend.Etcd, backend.ZooKeeper} {
+		t.Run(kind, func(t *testing.T) {
+			code, out, stderr := dlock(t, "seckill", "--backend", kind, "--buyers", "60", "--stock", "5",
+				"--strategy", "lock", "--strategy", "fenced", "--json")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if !strings.Contains(stderr, kind+": ") {
+				t.Errorf("no %s line on stderr: %q", kind, stderr)
+			}
+			dec := json.NewDecoder(strings.NewReader(out))
+			rows := 0
+			for dec.More() {
+				var row struct {
+					Strategy string `json:"strategy"`
+					Sold     int64  `json:"sold"`
+					Oversold int64  `json:"oversold"`
+				}
+				if err := dec.Decode(&row); err != nil {
+					t.Fatalf("not JSON: %v\n%s", err, out)
+				}
+				rows++
+				if row.Sold != 5 || row.Oversold != 0 {
+					t.Errorf("%s on %s: %+v", row.Strategy, kind, row)
+				}
+			}
+			if rows != 2 {
+				t.Fatalf("%d rows, want 2:\n%s", rows, out)
+			}
+		})
+	}
+}

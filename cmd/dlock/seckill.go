@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dlockgo/dlock/cmd/dlock/backend"
 	"github.com/dlockgo/dlock/cmd/dlock/drill"
 	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 	"github.com/spf13/cobra"
@@ -34,9 +35,12 @@ With no --redis it starts redis-server from PATH on a free port (or an in-proces
 with no --db it uses SQLite in a temp dir. In a database or Redis you give, each strategy's sku,
 orders, idempotency rows and Redis keys are removed once measured (--keep leaves them and says
 where). With --target it drives running 'dlock serve' processes over HTTP instead (start them
-with --stock SKU=QTY and pass --sku).`,
+with --stock SKU=QTY and pass --sku). With --backend etcd or zookeeper the lock and fenced
+strategies take their locks there (--etcd, --zk, or an embedded server); Redis still holds
+prededuct's stock.`,
 		Example: "  dlock seckill\n" +
 			"  dlock seckill --buyers 5000 --stock 1000 --strategy conditional --strategy lock\n" +
+			"  dlock seckill --backend etcd --strategy lock --strategy fenced\n" +
 			"  dlock seckill --redis redis://127.0.0.1:6379/0 --db postgres://postgres@127.0.0.1:5432/test --json\n" +
 			"  dlock seckill --target http://127.0.0.1:8081 --target http://127.0.0.1:8082 --sku 1001",
 		Args: cobra.NoArgs,
@@ -74,6 +78,14 @@ with --stock SKU=QTY and pass --sku).`,
 					return err
 				}
 				defer r.Close()
+				if f.backend != backend.Redis { // the lock strategies' locks elsewhere
+					b, err := f.openBackend(c)
+					if err != nil {
+						return err
+					}
+					defer b.Close()
+					o.Locks = b
+				}
 				o.DSN, o.Progress = db, bar.update
 				fmt.Fprintf(f.infoOut(c), "database: %s\n", dbKind(db))
 				res, names, signals, err = seckillWithSignals(c, r, o)
@@ -112,7 +124,7 @@ with --stock SKU=QTY and pass --sku).`,
 			return nil
 		},
 	}
-	f.register(c)
+	f.registerBackend(c)
 	c.Flags().IntVar(&o.Buyers, "buyers", 500, "buyers, one unit each")
 	c.Flags().IntVar(&o.Concurrency, "concurrency", drill.DefaultSeckillConcurrency, "buyers in flight at once")
 	c.Flags().BoolVar(&o.Keep, "keep", false, "leave the run's skus, orders and Redis keys in the --db and --redis you gave (default: removed)")

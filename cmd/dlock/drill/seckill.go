@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/cmd/dlock/backend"
 	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 	"github.com/redis/go-redis/v9"
 )
@@ -40,6 +41,9 @@ type SeckillOptions struct {
 	Seed       uint64   // seeds which replica serves which buyer
 	// Observer, when set, is given to every replica's lock client (metrics).
 	Observer dlock.Observer
+	// Locks, when set, is the lock service of the lock and fenced
+	// strategies (etcd, ZooKeeper); nil: the Redis.
+	Locks LockService
 	// Progress, when set, is called after every finished purchase.
 	Progress func(strategy string, done, total int)
 }
@@ -160,6 +164,7 @@ func leftovers(o SeckillOptions, r *Redis, skus []string) string {
 type replica struct {
 	rdb      *redis.Client
 	locks    *dlock.Client
+	lockc    backend.Client // o.Locks's client, if any
 	store    inventory.Store
 	strategy inventory.Strategy
 	consumer *inventory.Consumer
@@ -168,6 +173,9 @@ type replica struct {
 func (p *replica) close() {
 	if p.locks != nil {
 		_ = p.locks.Close()
+	}
+	if p.lockc != nil {
+		_ = p.lockc.Close()
 	}
 	if p.store != nil {
 		_ = p.store.Close()
@@ -204,7 +212,14 @@ func sale(ctx context.Context, r *Redis, dsn, name, sku string, o SeckillOptions
 		if p.store, err = inventory.Open(ctx, dsn); err != nil {
 			return row, err
 		}
-		if p.strategy, err = inventory.New(name, inventory.Deps{Store: p.store, Locks: p.locks, Redis: rdb}, inventory.Options{}); err != nil {
+		deps := inventory.Deps{Store: p.store, Locks: p.locks, Redis: rdb}
+		if o.Locks != nil {
+			if p.lockc, err = o.Locks.NewClient(ctx, backend.ClientOptions{Label: fmt.Sprintf("replica-%d", i), Observer: o.Observer}); err != nil {
+				return row, err
+			}
+			deps.Lockers = p.lockc
+		}
+		if p.strategy, err = inventory.New(name, deps, inventory.Options{}); err != nil {
 			return row, err
 		}
 	}

@@ -28,7 +28,7 @@ var stockDeduct = fence.Update{Table: "stock", Key: "sku", Set: "qty = qty - $1,
 // (Result.LeaseLost).
 type Fenced struct {
 	f        sqlFrame
-	locks    *dlock.Client
+	locks    Lockers
 	rejected atomic.Int64
 
 	section func(sku string) (exit func()) // tests: marks the critical section
@@ -39,11 +39,19 @@ func NewFenced(st Store, c *dlock.Client, o Options) (*Fenced, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: fenced strategy needs a dlock Client", ErrInvalidInput)
 	}
+	return newFenced(st, redisLockers{c}, o)
+}
+
+// newFenced returns the fenced strategy on st with locks from ls.
+func newFenced(st Store, ls Lockers, o Options) (*Fenced, error) {
+	if ls == nil {
+		return nil, fmt.Errorf("%w: fenced strategy needs a lock client", ErrInvalidInput)
+	}
 	f, err := newFrame(st, o)
 	if err != nil {
 		return nil, err
 	}
-	return &Fenced{f: f, locks: c}, nil
+	return &Fenced{f: f, locks: ls}, nil
 }
 
 // Name returns "fenced".

@@ -32,7 +32,7 @@ func lockOpts(o Options) []dlock.Option {
 // already too low answers sold out without locking.
 type Locked struct {
 	f     sqlFrame
-	locks *dlock.Client
+	locks Lockers
 
 	section func(sku string) (exit func()) // tests: marks the critical section
 }
@@ -42,11 +42,19 @@ func NewLocked(st Store, c *dlock.Client, o Options) (*Locked, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: lock strategy needs a dlock Client", ErrInvalidInput)
 	}
+	return newLocked(st, redisLockers{c}, o)
+}
+
+// newLocked returns the lock strategy on st with locks from ls.
+func newLocked(st Store, ls Lockers, o Options) (*Locked, error) {
+	if ls == nil {
+		return nil, fmt.Errorf("%w: lock strategy needs a lock client", ErrInvalidInput)
+	}
 	f, err := newFrame(st, o)
 	if err != nil {
 		return nil, err
 	}
-	return &Locked{f: f, locks: c}, nil
+	return &Locked{f: f, locks: ls}, nil
 }
 
 // Name returns "lock".

@@ -11,12 +11,36 @@ import (
 var Names = []string{"naive", "lock", "conditional", "optimistic", "fenced", "prededuct"}
 
 // Deps are what the strategies use besides Options: every strategy needs
-// Store; lock and fenced need Locks; prededuct needs Redis.
+// Store; lock and fenced need Locks (or Lockers); prededuct needs Redis.
 type Deps struct {
 	Store Store
 	Locks *dlock.Client
-	Redis redis.UniversalClient
+	// Lockers, when set, hands out the locks of lock and fenced instead of
+	// Locks: a client of another lock service (etcd, ZooKeeper).
+	Lockers Lockers
+	Redis   redis.UniversalClient
 }
+
+// Lockers hands out a sku's lock by name, on any lock service.
+type Lockers interface {
+	Lock(name string) dlock.Locker
+}
+
+// lockers returns d.Lockers, else Locks; nil when neither is set.
+func (d Deps) lockers() Lockers {
+	if d.Lockers != nil {
+		return d.Lockers
+	}
+	if d.Locks != nil {
+		return redisLockers{d.Locks}
+	}
+	return nil
+}
+
+// redisLockers are a dlock Client's reentrant locks.
+type redisLockers struct{ c *dlock.Client }
+
+func (r redisLockers) Lock(name string) dlock.Locker { return r.c.Lock(name) }
 
 // New returns the strategy called name (see Names).
 func New(name string, d Deps, o Options) (Strategy, error) {
@@ -24,13 +48,13 @@ func New(name string, d Deps, o Options) (Strategy, error) {
 	case "naive":
 		return NewNaive(d.Store, o)
 	case "lock":
-		return NewLocked(d.Store, d.Locks, o)
+		return newLocked(d.Store, d.lockers(), o)
 	case "conditional":
 		return NewConditional(d.Store, o)
 	case "optimistic":
 		return NewOptimistic(d.Store, o)
 	case "fenced":
-		return NewFenced(d.Store, d.Locks, o)
+		return newFenced(d.Store, d.lockers(), o)
 	case "prededuct":
 		return NewPrededuct(d.Store, d.Redis, o)
 	}
