@@ -353,6 +353,11 @@ double grants, and each run prints its figures (--runs, default 10).`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			switch f.backend {
 			case backend.Redis:
+				for _, name := range []string{"session", "down"} {
+					if c.Flags().Changed(name) {
+						return usagef("--%s is a flag of the etcd and zookeeper failover (use --lease, --partition on Redis)", name)
+					}
+				}
 			case backend.Etcd, backend.ZooKeeper:
 				return runConsensusFailover(c, &f, o, co)
 			default:

@@ -76,6 +76,7 @@ func TestDrillBackendBadInput(t *testing.T) {
 		{"drill", "failover", "--backend", "etcd", "--fault", "flood"},
 		{"drill", "failover", "--backend", "zookeeper", "--mode", "plain"},
 		{"drill", "failover", "--backend", "etcd", "--down", "0s"},
+		{"drill", "failover", "--down", "2s"},
 	} {
 		code, _, stderr := dlock(t, args...)
 		if code != 2 {
