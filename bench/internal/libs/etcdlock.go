@@ -1,10 +1,3 @@
-//go:build etcdlock
-
-// Built with -tags etcdlock until the bench module requires
-// github.com/dlockgo/dlock/etcdlock (go.mod: require it and replace it with
-// ../etcdlock); then drop this constraint and add EtcdLock() to the hot-key
-// entries next to Etcd().
-
 package libs
 
 import (

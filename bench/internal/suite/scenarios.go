@@ -93,7 +93,7 @@ const holdsNote = "Every library gets the same lease, renewed every lease/3: dlo
 
 func scenarios(c Config) []Scenario {
 	single := slices.Concat(libs.Dlock(), libs.Redsync(), libs.Redislock(), libs.Rueidislock())
-	hot := slices.Concat(single, libs.Etcd())
+	hot := slices.Concat(single, libs.Etcd(), libs.EtcdLock())
 	w := c.Workers
 	scale := []Scenario{}
 	for _, n := range c.ScaleHolds {
