@@ -3,8 +3,10 @@ package drill_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/dlockgo/dlock/cmd/dlock/backend"
+	"github.com/dlockgo/dlock/cmd/dlock/drill"
 )
 
 // openBackend starts the embedded server of kind for one test.
@@ -16,4 +18,35 @@ func openBackend(t *testing.T, kind string) *backend.Backend {
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	return b
+}
+
+// The lease drill on every backend: the second holder gets in once the
+// first's fixed lease ran out (never before it), the first is told before
+// the second gets in, and under renewals the lock lives as long as the work.
+func TestLeaseOnEveryBackend(t *testing.T) {
+	const lease, work = time.Second, 1600 * time.Millisecond
+	for _, kind := range backend.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			res, err := drill.Lease(context.Background(), openBackend(t, kind), lease, work)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Backend != kind {
+				t.Errorf("backend %q", res.Backend)
+			}
+			// etcd expires leases in whole seconds, checked every 500 ms.
+			if got := res.SecondHolderEnteredMS; got < 1000 || got > 2500 {
+				t.Errorf("second holder entered at %.1f ms, want after the 1000 ms lease", got)
+			}
+			if res.FirstNotifiedLostMS <= 0 || res.FirstNotifiedLostMS > res.SecondHolderEnteredMS {
+				t.Errorf("first told it lost at %.1f ms; second entered at %.1f ms", res.FirstNotifiedLostMS, res.SecondHolderEnteredMS)
+			}
+			if res.FirstUnlockError == "" {
+				t.Error("the first holder's unlock after its lease reported no loss")
+			}
+			if got := res.WatchdogLockLivedMS; got < 1600 {
+				t.Errorf("renewed lock lived %.1f ms, want at least the work (1600 ms)", got)
+			}
+		})
+	}
 }
