@@ -150,13 +150,47 @@ func (c *Client) leaveQueue(ctx context.Context, spec shapeSpec, call scriptCall
 		defer cancel()
 		return call.run(lctx, c.rdb).Err()
 	}
-	err := leave(context.WithoutCancel(ctx))
-	if err == nil || queue <= 0 {
-		return
+	if ctx.Err() == nil { // the caller may wait for it
+		err := leave(context.WithoutCancel(ctx))
+		if err == nil || queue <= 0 {
+			return
+		}
+		if c.logger != nil {
+			c.logger.Debug("dlock: leaving the queue failed; retrying", "shape", spec.kind, "name", spec.name, "err", err)
+		}
 	}
-	if c.logger != nil {
-		c.logger.Debug("dlock: leaving the queue failed; retrying", "shape", spec.kind, "name", spec.name, "err", err)
+	// A caller whose ctx ended waits for the leave only a moment (long
+	// enough for a server that answers): Acquire returns by its deadline.
+	left := make(chan struct{})
+	c.background(func() {
+		defer close(left)
+		rctx, cancel := context.WithTimeout(c.bg, max(queue, unlockTimeout))
+		defer cancel()
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for leave(rctx) != nil {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+	if ctx.Err() != nil {
+		select {
+		case <-left:
+		case <-time.After(leaveGrace):
+		}
 	}
+}
+
+// leaveGrace is how long an Acquire whose ctx ended waits for its place in
+// the queue to be left before it returns (the leave goes on without it).
+const leaveGrace = 50 * time.Millisecond
+
+// background runs f in a goroutine that Close waits for; after Close it
+// runs nothing.
+func (c *Client) background(f func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -165,26 +199,45 @@ func (c *Client) leaveQueue(ctx context.Context, spec shapeSpec, call scriptCall
 	c.retries.Add(1)
 	go func() {
 		defer c.retries.Done()
-		rctx, cancel := context.WithTimeout(c.bg, queue)
-		defer cancel()
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-rctx.Done():
-				return
-			case <-t.C:
-				if leave(rctx) == nil {
-					return
-				}
-			}
-		}
+		f()
 	}()
 }
 
-// tryGrant runs one acquire attempt: the shape's own try, or its acquire
-// script once (with WAIT on the same connection when ReplicaAck asks).
+// tryGrant runs one acquire attempt and returns by ctx's end even when Redis
+// does not answer: go-redis waits for its ReadTimeout on a silent server
+// unless the client has ContextTimeoutEnabled, so without it the attempt
+// runs in a goroutine and Acquire returns ctx's error when ctx ends first.
+// What the abandoned attempt then receives is given back in the background
+// (a grant is released; a queue place is left by Acquire's own leave).
 func (c *Client) tryGrant(ctx context.Context, sh redisShape, spec shapeSpec, a attempt, cfg acquireConfig) (grant, error) {
+	if c.ctxReads || ctx.Done() == nil {
+		return c.tryOnce(ctx, sh, spec, a, cfg)
+	}
+	type result struct {
+		g   grant
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		g, err := c.tryOnce(ctx, sh, spec, a, cfg)
+		done <- result{g, err}
+	}()
+	select {
+	case r := <-done:
+		return r.g, r.err
+	case <-ctx.Done():
+	}
+	c.background(func() {
+		if r := <-done; r.err == nil && r.g.ok {
+			c.late(context.Background(), sh, spec, a, r.g, time.Time{}, cfg) // sent unknown: always late
+		}
+	})
+	return grant{}, wrap("acquire", spec.name, ctx.Err())
+}
+
+// tryOnce runs one acquire attempt: the shape's own try, or its acquire
+// script once (with WAIT on the same connection when ReplicaAck asks).
+func (c *Client) tryOnce(ctx context.Context, sh redisShape, spec shapeSpec, a attempt, cfg acquireConfig) (grant, error) {
 	var g grant
 	var err error
 	switch {

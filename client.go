@@ -38,6 +38,8 @@ type Client struct {
 	meta     string // host|pid, the fixed part of holder metadata
 	label    string
 
+	ctxReads bool // rdb bounds its reads by the ctx (ContextTimeoutEnabled)
+
 	wd  *watchdog
 	sub *subscriber
 
@@ -153,6 +155,7 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) (*Client, error) {
 		}
 	}
 	c.keeper = NewKeeper(c.observer, c.logger)
+	c.ctxReads = contextTimeouts(rdb)
 	c.bg, c.stopBg = context.WithCancel(context.Background())
 	c.wd = newWatchdog(rdb, c.keeper, c.timeout, c.batch)
 	c.sub = newSubscriber(c)
@@ -205,4 +208,16 @@ func (c *Client) keys(name string) lockKeys {
 func isNilPointer(v any) bool {
 	rv := reflect.ValueOf(v)
 	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
+// contextTimeouts reports whether rdb bounds every call by its ctx
+// (ContextTimeoutEnabled); otherwise a read waits for ReadTimeout.
+func contextTimeouts(rdb redis.UniversalClient) bool {
+	switch r := rdb.(type) {
+	case *redis.Client:
+		return r.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return r.Options().ContextTimeoutEnabled
+	}
+	return false
 }
