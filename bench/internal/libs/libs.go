@@ -14,6 +14,8 @@ import (
 type Env struct {
 	Redis []string // redis-server addresses; [0] for single-node scenarios, all for RedLock
 	Etcd  string   // etcd client URL
+	// ZooKeeper is the ZooKeeper server's address (host:port).
+	ZooKeeper string
 	// Wait bounds one acquisition (the same budget for every library).
 	Wait time.Duration
 	// Lease, when non-zero, is the lease every library renews automatically

@@ -1,5 +1,3 @@
-//go:build zookeeper
-
 package libs
 
 import (
@@ -16,19 +14,19 @@ import (
 // zkSession is the session timeout both ZooKeeper rows ask for.
 const zkSession = 10 * time.Second
 
-// ZooKeeper returns ZooKeeper's rows against the servers at addrs (comma
-// separated): dlock's zklock Mutex and go-zookeeper's own zk.Lock recipe,
+// ZooKeeper returns ZooKeeper's rows against the server of the run
+// (Env.ZooKeeper): dlock's zklock Mutex and go-zookeeper's own zk.Lock recipe,
 // both with a 10 s session. Both queue ephemeral sequential nodes and watch
 // the predecessor; zk.Lock has no wait bound and no lost-lock signal.
-func ZooKeeper(addrs string) []Entry {
+func ZooKeeper() []Entry {
 	return []Entry{
 		{Lib: "zklock", Variant: "Mutex", Setting: "session 10 s, heartbeat every 1/3", Client: "go-zookeeper",
 			Open: func(ctx context.Context, env Env, clients int) (Instance, error) {
-				return openZklock(ctx, addrs, env, clients)
+				return openZklock(ctx, env.ZooKeeper, env, clients)
 			}},
 		{Lib: "zk.Lock", Variant: "recipe", Setting: "go-zookeeper zk.NewLock, session 10 s", Client: "go-zookeeper",
 			Open: func(ctx context.Context, env Env, clients int) (Instance, error) {
-				return openZkRecipe(addrs, env, clients)
+				return openZkRecipe(env.ZooKeeper, env, clients)
 			}},
 	}
 }

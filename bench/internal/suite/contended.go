@@ -124,13 +124,13 @@ func (b *bench) runContended(ctx context.Context, sc Scenario, e libs.Entry, nam
 	for _, s := range slots {
 		s.Reset()
 	}
-	etcd := e.Client == "etcd"
-	before, err := b.env.snap(ctx, sc.Nodes, etcd)
+	onRedis := b.env.consensusPID(e.Client) == 0
+	before, err := b.env.snap(ctx, sc.Nodes, e.Client)
 	if err != nil {
 		return run, err
 	}
 	sampled := make(chan int64, 1)
-	if sc.SampleKeys && !etcd {
+	if sc.SampleKeys && onRedis {
 		go func() {
 			select {
 			case <-time.After(b.cfg.Duration / 2):
@@ -141,11 +141,11 @@ func (b *bench) runContended(ctx context.Context, sc Scenario, e libs.Entry, nam
 		}()
 	}
 	win := drive(ctx, workers, slotOf, b.cfg.Duration, sc.Work)
-	after, err := b.env.snap(ctx, sc.Nodes, etcd)
+	after, err := b.env.snap(ctx, sc.Nodes, e.Client)
 	if err != nil {
 		return run, err
 	}
-	if sc.SampleKeys && !etcd {
+	if sc.SampleKeys && onRedis {
 		run.RedisKeyBytes = <-sampled
 	}
 	if err := ctx.Err(); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlockgo/dlock/bench/internal/measure"
 	"github.com/dlockgo/dlock/bench/internal/servers"
+	"github.com/dlockgo/dlock/internal/zkproc"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -19,10 +20,11 @@ type env struct {
 	redis  []*servers.Redis
 	admin  []*redis.Client // one per redis server, for INFO and FLUSHALL
 	etcd   *servers.Etcd
+	zk     *zkproc.Server
 	closed []func() error
 }
 
-func startEnv(ctx context.Context, nodes int, etcd bool) (*env, error) {
+func startEnv(ctx context.Context, nodes int, etcd, zk bool) (*env, error) {
 	e := &env{}
 	for range nodes {
 		r, err := servers.StartRedis(ctx)
@@ -41,7 +43,22 @@ func startEnv(ctx context.Context, nodes int, etcd bool) (*env, error) {
 		}
 		e.etcd = s
 	}
+	if zk { // one standalone ZooKeeper 3.8, fsync on (its default)
+		s, err := zkproc.Start(ctx, zkproc.Options{ForceSync: true})
+		if err != nil {
+			e.close()
+			return nil, err
+		}
+		e.zk = s
+	}
 	return e, nil
+}
+
+func (e *env) zkAddr() string {
+	if e.zk == nil {
+		return ""
+	}
+	return e.zk.Addr()
 }
 
 func (e *env) close() error {
@@ -54,6 +71,9 @@ func (e *env) close() error {
 	}
 	if e.etcd != nil {
 		errs = append(errs, e.etcd.Close())
+	}
+	if e.zk != nil {
+		errs = append(errs, e.zk.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -91,11 +111,12 @@ type snapshot struct {
 	proc      measure.Process
 }
 
-// snap reads the counters of the first nodes redis servers, or of etcd.
-func (e *env) snap(ctx context.Context, nodes int, etcd bool) (snapshot, error) {
+// snap reads the counters of the first nodes redis servers, or of the
+// consensus server a row runs on (client "etcd" or "go-zookeeper").
+func (e *env) snap(ctx context.Context, nodes int, client string) (snapshot, error) {
 	s := snapshot{cmds: map[string]int64{}}
-	if etcd {
-		cpu, err := servers.ProcessCPU(e.etcd.PID())
+	if pid := e.consensusPID(client); pid != 0 {
+		cpu, err := servers.ProcessCPU(pid)
 		if err != nil {
 			return s, err
 		}
@@ -192,4 +213,16 @@ func (e *env) flush(ctx context.Context, nodes int) error {
 		}
 	}
 	return nil
+}
+
+// consensusPID is the PID of the etcd or ZooKeeper server a row with client
+// runs on; 0 for a Redis row.
+func (e *env) consensusPID(client string) int {
+	switch {
+	case client == "etcd" && e.etcd != nil:
+		return e.etcd.PID()
+	case client == zkClient && e.zk != nil:
+		return e.zk.PID()
+	}
+	return 0
 }

@@ -81,7 +81,7 @@ func (b *bench) runHolds(ctx context.Context, sc Scenario, e libs.Entry, run0 in
 		run.HeapPerHold = float64(int64(heapAfterGC())-int64(heap0)) / float64(held0)
 	}
 
-	before, err := b.env.snap(ctx, sc.Nodes, false)
+	before, err := b.env.snap(ctx, sc.Nodes, "")
 	if err != nil {
 		return run, err
 	}
@@ -92,7 +92,7 @@ func (b *bench) runHolds(ctx context.Context, sc Scenario, e libs.Entry, run0 in
 	case <-ctx.Done():
 		t.Stop()
 	}
-	after, err := b.env.snap(ctx, sc.Nodes, false)
+	after, err := b.env.snap(ctx, sc.Nodes, "")
 	if err != nil {
 		return run, err
 	}

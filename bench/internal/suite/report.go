@@ -54,7 +54,7 @@ func (t *Table) writeContended(w io.Writer) {
 	for _, r := range t.Rows {
 		s := r.Median
 		cmds := f1(s.CmdsPerAcq)
-		if r.Client == "etcd" {
+		if r.Client == "etcd" || r.Client == zkClient {
 			cmds = "—"
 		}
 		if uncontended {

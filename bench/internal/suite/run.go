@@ -18,7 +18,7 @@ type bench struct {
 
 // libEnv is what a library of scenario sc connects to.
 func (b *bench) libEnv(sc Scenario, lease time.Duration) libs.Env {
-	return libs.Env{Redis: b.env.addrs(sc.Nodes), Etcd: b.env.etcdURL(), Wait: b.cfg.Wait, Lease: lease}
+	return libs.Env{Redis: b.env.addrs(sc.Nodes), Etcd: b.env.etcdURL(), ZooKeeper: b.env.zkAddr(), Wait: b.cfg.Wait, Lease: lease}
 }
 
 // Run runs the selected scenarios and returns their tables. For each
@@ -31,7 +31,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	var selected []Scenario
-	nodes, etcd := 0, false
+	nodes, etcd, zk := 0, false, false
 	for _, sc := range scenarios(cfg) {
 		if !cfg.wantScenario(sc.ID) {
 			continue
@@ -43,11 +43,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		selected = append(selected, sc)
 		nodes = max(nodes, sc.Nodes)
 		etcd = etcd || sc.usesEtcd()
+		zk = zk || sc.usesZooKeeper()
 	}
 	if len(selected) == 0 {
 		return nil, fmt.Errorf("%w: no scenario and library selected", ErrConfig)
 	}
-	e, err := startEnv(ctx, nodes, etcd)
+	e, err := startEnv(ctx, nodes, etcd, zk)
 	if err != nil {
 		return nil, err
 	}

@@ -41,6 +41,13 @@ func (s Scenario) usesEtcd() bool {
 	return slices.ContainsFunc(s.Entries, func(e libs.Entry) bool { return e.Client == "etcd" })
 }
 
+func (s Scenario) usesZooKeeper() bool {
+	return slices.ContainsFunc(s.Entries, func(e libs.Entry) bool { return e.Client == zkClient })
+}
+
+// zkClient is the Client of the ZooKeeper rows.
+const zkClient = "go-zookeeper"
+
 // ScenarioIDs lists the scenarios in the order they run.
 func ScenarioIDs() []string {
 	var ids []string
@@ -93,7 +100,7 @@ const holdsNote = "Every library gets the same lease, renewed every lease/3: dlo
 
 func scenarios(c Config) []Scenario {
 	single := slices.Concat(libs.Dlock(), libs.Redsync(), libs.Redislock(), libs.Rueidislock())
-	hot := slices.Concat(single, libs.Etcd(), libs.EtcdLock())
+	hot := slices.Concat(single, libs.Etcd(), libs.EtcdLock(), libs.ZooKeeper())
 	w := c.Workers
 	scale := []Scenario{}
 	for _, n := range c.ScaleHolds {
