@@ -31,10 +31,10 @@ type Hold struct {
 	deadline time.Time
 	timer    *time.Timer
 	topUp    *time.Timer // set while a short first grant awaits its extension
-	leases   []*Lease  // the Leases sharing the hold (backed by one while there is one)
-	one      [1]*Lease // the first Lease: most holds never have another
-	lost     error // non-nil once lost; wraps ErrLockLost
-	ended    bool  // lost, or its last Lease released: it takes no new Lease
+	leases   []*Lease    // the Leases sharing the hold (backed by one while there is one)
+	one      [1]*Lease   // the first Lease: most holds never have another
+	lost     error       // non-nil once lost; wraps ErrLockLost
+	ended    bool        // lost, or its last Lease released: it takes no new Lease
 	renewals int
 }
 
