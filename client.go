@@ -135,6 +135,13 @@ func WithLabel(label string) ClientOption {
 }
 
 // New returns a Client on rdb. rdb stays the caller's: Close does not close it.
+//
+// Acquire returns by its ctx's deadline even when Redis does not answer. A
+// go-redis client without ContextTimeoutEnabled waits for its ReadTimeout
+// on a silent server whatever the ctx says, so on such a client each
+// attempt of an Acquire whose ctx can end runs beside the wait (a goroutine
+// and a few allocations more); with ContextTimeoutEnabled go-redis itself
+// bounds the call and none is needed.
 func New(rdb redis.UniversalClient, opts ...ClientOption) (*Client, error) {
 	if rdb == nil || isNilPointer(rdb) {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidArgument)
