@@ -186,7 +186,7 @@ func (c *Client) leaveQueue(ctx context.Context, spec shapeSpec, call scriptCall
 
 // leaveGrace is how long an Acquire whose ctx ended waits for its place in
 // the queue to be left before it returns (the leave goes on without it).
-const leaveGrace = 50 * time.Millisecond
+const leaveGrace = 200 * time.Millisecond
 
 // background runs f in a goroutine that Close waits for; after Close it
 // runs nothing.

@@ -162,9 +162,9 @@ func TestQueuedWaiterLeaves(t *testing.T) {
 			if err := <-done; !errors.Is(err, context.Canceled) {
 				t.Fatalf("cancelled waiter: %v", err)
 			}
-			if n := entries(); n != 0 {
-				t.Fatalf("cancelled waiter left %d entries", n)
-			}
+			// The place is left at once, or (Redis slow to answer) in the
+			// background right after: Acquire returns by its ctx.
+			eventually(t, 5*time.Second, "the cancelled waiter's place left", func() bool { return entries() == 0 })
 			if _, err := queuedLockers(c, name)[shape].Acquire(ctx, dlock.Wait(100*time.Millisecond)); !errors.Is(err, dlock.ErrNotAcquired) {
 				t.Fatalf("Wait(100ms): %v", err)
 			}
@@ -216,7 +216,9 @@ func TestQueuedHandoffCancelRace(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				l, err := queuedLockers(other, name)[shape].Acquire(ctx, dlock.Wait(0))
+				// The cancelled waiter gives a grant back at once, or in the
+				// background right after: well within 2 s, not the 30 s lease.
+				l, err := queuedLockers(other, name)[shape].Acquire(ctx, dlock.Wait(2*time.Second))
 				if err != nil {
 					t.Fatalf("round %d: lock stuck after the race: %v", i, err)
 				}
