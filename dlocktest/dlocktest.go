@@ -179,38 +179,14 @@ func (s *suite) mutualExclusion(t *testing.T, sh shape) {
 	var w witness.Witness
 	var mu sync.Mutex
 	var tokens []int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 9)
-	for _, get := range ls {
-		for range 3 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range 8 {
-					l, err := get(n).Acquire(ctx)
-					if err != nil {
-						errs <- err
-						return
-					}
-					w.Enter(n)
-					mu.Lock()
-					tokens = append(tokens, l.Token())
-					mu.Unlock()
-					time.Sleep(time.Millisecond)
-					w.Exit(n)
-					if err := l.Unlock(ctx); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	hammer(t, ctx, 9, 8, func(i int) dlock.Locker { return ls[i%3](n) }, func(_ int, l *dlock.Lease) {
+		w.Enter(n)
+		mu.Lock()
+		tokens = append(tokens, l.Token())
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		w.Exit(n)
+	})
 	if o := w.Overlaps(); o != 0 {
 		t.Fatalf("%d overlaps in %d entries", o, w.Entries())
 	}
@@ -501,50 +477,24 @@ func (s *suite) readWrite(t *testing.T) {
 
 	// Readers and writers at once: writers alone, readers together.
 	var wit witness.Witness
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for i := range 8 {
-		c := a
-		if i%2 == 1 {
-			c = b
+	write := func(i int) bool { return i%4 == 0 }
+	hammer(t, ctx, 8, 5, func(i int) dlock.Locker {
+		c := []Client{a, b}[i%2]
+		if write(i) {
+			return c.Write(n)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 5 {
-				write := i%4 == 0
-				lk := c.Read(n)
-				if write {
-					lk = c.Write(n)
-				}
-				l, err := lk.Acquire(ctx)
-				if err != nil {
-					errs <- err
-					return
-				}
-				if write {
-					wit.Enter(n)
-				} else {
-					wit.EnterShared(n)
-				}
-				time.Sleep(time.Millisecond)
-				if write {
-					wit.Exit(n)
-				} else {
-					wit.ExitShared(n)
-				}
-				if err := l.Unlock(ctx); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		return c.Read(n)
+	}, func(i int, _ *dlock.Lease) {
+		if write(i) {
+			wit.Enter(n)
+			time.Sleep(time.Millisecond)
+			wit.Exit(n)
+			return
+		}
+		wit.EnterShared(n)
+		time.Sleep(time.Millisecond)
+		wit.ExitShared(n)
+	})
 	if o := wit.Overlaps(); o != 0 {
 		t.Fatalf("%d overlaps of a writer with another holder", o)
 	}
@@ -569,42 +519,16 @@ func (s *suite) semaphore(t *testing.T) {
 
 	var inside, most int
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	errs := make(chan error, 6)
-	for i := range 6 {
-		c := a
-		if i%2 == 1 {
-			c = b
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 4 {
-				l, err := c.Semaphore(n, 2).Acquire(ctx)
-				if err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				inside++
-				most = max(most, inside)
-				mu.Unlock()
-				time.Sleep(2 * time.Millisecond)
-				mu.Lock()
-				inside--
-				mu.Unlock()
-				if err := l.Unlock(ctx); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	hammer(t, ctx, 6, 4, func(i int) dlock.Locker { return []Client{a, b}[i%2].Semaphore(n, 2) }, func(int, *dlock.Lease) {
+		mu.Lock()
+		inside++
+		most = max(most, inside)
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond)
+		mu.Lock()
+		inside--
+		mu.Unlock()
+	})
 	if most > 2 {
 		t.Fatalf("%d holders of a 2-permit semaphore at once", most)
 	}
@@ -628,4 +552,36 @@ func (s *suite) do(t *testing.T) {
 	}
 	l := acquire(t, ctx, b.Mutex(n), dlock.Wait(5*time.Second))
 	unlock(t, l)
+}
+
+// hammer runs workers goroutines, each taking the lock locker(worker) rounds
+// times and running inside while it holds it; it fails t with the first
+// error of an Acquire or Unlock.
+func hammer(t *testing.T, ctx context.Context, workers, rounds int, locker func(worker int) dlock.Locker, inside func(worker int, l *dlock.Lease)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				l, err := locker(i).Acquire(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				inside(i, l)
+				if err := l.Unlock(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 }
