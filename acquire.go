@@ -3,6 +3,7 @@ package dlock
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -159,8 +160,9 @@ func (c *Client) leaveQueue(ctx context.Context, spec shapeSpec, call scriptCall
 			c.logger.Debug("dlock: leaving the queue failed; retrying", "shape", spec.kind, "name", spec.name, "err", err)
 		}
 	}
-	// A caller whose ctx ended waits for the leave only a moment (long
-	// enough for a server that answers): Acquire returns by its deadline.
+	// A caller whose ctx was cancelled waits for the leave only a moment
+	// (long enough for a server that answers); one whose deadline passed
+	// does not wait at all: Acquire returns by its deadline.
 	left := make(chan struct{})
 	c.background(func() {
 		defer close(left)
@@ -176,7 +178,7 @@ func (c *Client) leaveQueue(ctx context.Context, spec shapeSpec, call scriptCall
 			}
 		}
 	})
-	if ctx.Err() != nil {
+	if errors.Is(ctx.Err(), context.Canceled) {
 		select {
 		case <-left:
 		case <-time.After(leaveGrace):
@@ -184,8 +186,9 @@ func (c *Client) leaveQueue(ctx context.Context, spec shapeSpec, call scriptCall
 	}
 }
 
-// leaveGrace is how long an Acquire whose ctx ended waits for its place in
-// the queue to be left before it returns (the leave goes on without it).
+// leaveGrace is how long an Acquire whose ctx was cancelled waits for its
+// place in the queue to be left before it returns (the leave goes on
+// without it).
 const leaveGrace = 200 * time.Millisecond
 
 // background runs f in a goroutine that Close waits for; after Close it
