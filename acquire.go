@@ -232,7 +232,7 @@ func (c *Client) tryGrant(ctx context.Context, sh redisShape, spec shapeSpec, a 
 	}
 	c.background(func() {
 		if r := <-done; r.err == nil && r.g.ok {
-			c.late(context.Background(), sh, spec, a, r.g, time.Time{}, cfg) // sent unknown: always late
+			c.giveBack(context.Background(), sh, spec, a, r.g, cfg)
 		}
 	})
 	return grant{}, wrap("acquire", spec.name, ctx.Err())
@@ -284,17 +284,23 @@ func (c *Client) tryOnce(ctx context.Context, sh redisShape, spec shapeSpec, a a
 // expired it and granted the lock to someone else, so it is never used.
 func (c *Client) late(ctx context.Context, sh redisShape, spec shapeSpec, a attempt, g grant, sent time.Time, cfg acquireConfig) bool {
 	ttl := cmp.Or(g.ttl, a.ttl)
-	if time.Now().Before(sent.Add(ttl - drift(ttl))) {
+	if time.Now().Before(sent.Add(ttl - Drift(ttl))) {
 		return false
 	}
+	c.giveBack(ctx, sh, spec, a, g, cfg)
+	return true
+}
+
+// giveBack releases every grant of g (one, or one per attempt.tokens): a
+// grant nobody will hold.
+func (c *Client) giveBack(ctx context.Context, sh redisShape, spec shapeSpec, a attempt, g grant, cfg acquireConfig) {
 	for i, one := range a.each() {
 		fence := g.fence
 		if len(g.fences) > i {
 			fence = g.fences[i]
 		}
-		c.keeper.giveBack(ctx, c.grantOf(sh, spec, one, fence, 0, sent, cfg))
+		c.keeper.giveBack(ctx, c.grantOf(sh, spec, one, fence, 0, time.Time{}, cfg))
 	}
-	return true
 }
 
 // newLeases turns a grant into its Leases: one, or one per attempt.tokens.

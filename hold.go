@@ -14,8 +14,6 @@ import (
 // Grant; a backend that keeps deadlines of its own (a session's) uses it too.
 func Drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
-func drift(ttl time.Duration) time.Duration { return Drift(ttl) }
-
 // Hold is one grant kept by a Keeper: one lock held by one owner through one
 // backend client, shared by every Lease of that owner on that lock
 // (reentrant acquisitions). It keeps the local deadline on the monotonic
@@ -149,7 +147,7 @@ func (h *Hold) extended(sent time.Time, ttl time.Duration, renewal bool) {
 	if h.ended {
 		return
 	}
-	h.deadline = sent.Add(ttl - drift(ttl))
+	h.deadline = sent.Add(ttl - Drift(ttl))
 	h.timer.Reset(time.Until(h.deadline))
 	if renewal {
 		h.renewals++

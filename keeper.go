@@ -46,7 +46,7 @@ func (k *Keeper) Lease(ctx context.Context, g Grant) (*Lease, error) {
 		k.giveBack(ctx, g)
 		return nil, wrap("acquire", g.Name, err)
 	}
-	deadline := g.Sent.Add(g.TTL - drift(g.TTL))
+	deadline := g.Sent.Add(g.TTL - Drift(g.TTL))
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()

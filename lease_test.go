@@ -258,7 +258,7 @@ func TestNoZombieHold(t *testing.T) {
 	ctx := context.Background()
 	got := 0
 	for i := range 60 {
-		// Around the client-side deadline: 60 ms - drift(60 ms) = 57.4 ms.
+		// Around the client-side deadline: 60 ms - Drift(60 ms) = 57.4 ms.
 		slow.delay.Store(int64(52*time.Millisecond + time.Duration(i%12)*time.Millisecond))
 		slow.on.Store(true)
 		sent := time.Now()

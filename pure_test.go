@@ -115,9 +115,9 @@ func TestErrorsWrapOnce(t *testing.T) {
 // TestDrift: the client gives a lease up before the store can expire it.
 func TestDrift(t *testing.T) {
 	for _, ttl := range []time.Duration{3 * time.Millisecond, time.Second, 30 * time.Second} {
-		d := drift(ttl)
+		d := Drift(ttl)
 		if d <= 0 || d >= ttl {
-			t.Errorf("drift(%v) = %v", ttl, d)
+			t.Errorf("Drift(%v) = %v", ttl, d)
 		}
 	}
 }

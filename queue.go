@@ -123,5 +123,5 @@ func (o *queueOps) release(ctx context.Context, op string) (releaseResult, error
 // claim: its lease, counted from first (the first attempt's send time: the
 // grant came later), leaves at least half of ttl on the local clock.
 func usableHandoff(first time.Time, ttl time.Duration) bool {
-	return time.Until(first.Add(ttl-drift(ttl))) > ttl/2
+	return time.Until(first.Add(ttl-Drift(ttl))) > ttl/2
 }

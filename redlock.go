@@ -282,7 +282,7 @@ func (s redShape) try(ctx context.Context, a attempt) (grant, error) {
 	n := len(s.r.clients)
 	q := n/2 + 1
 	start := time.Now()
-	validity := a.ttl - drift(a.ttl)
+	validity := a.ttl - Drift(a.ttl)
 	budget := min(validity, max(a.ttl/10, 100*time.Millisecond))
 	settled := make(chan struct{})
 	acquired := false
@@ -307,7 +307,7 @@ func (s redShape) try(ctx context.Context, a attempt) (grant, error) {
 	}, late)
 	elapsed := time.Since(start)
 	yes, no, fence, nodeErr := tally(replies)
-	acquired = yes >= q && a.ttl-elapsed-drift(a.ttl) > 0 && ctx.Err() == nil
+	acquired = yes >= q && a.ttl-elapsed-Drift(a.ttl) > 0 && ctx.Err() == nil
 	close(settled)
 	if acquired {
 		s.att.mu.Lock()

@@ -24,10 +24,6 @@ type session struct {
 	ended bool
 }
 
-// margin is what is taken off a lease on the client's clock, as the
-// Keeper does: 1% plus 2 ms.
-func margin(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
-
 // confirmed returns when the last confirmed renewal was sent: etcd keeps
 // the lease until at least that moment plus the TTL.
 func (s *session) confirmed() time.Time {
@@ -38,7 +34,7 @@ func (s *session) confirmed() time.Time {
 
 // deadline is when the session must be taken as gone on the local clock.
 func (s *session) deadline() time.Time {
-	return s.confirmed().Add(s.ttl - margin(s.ttl))
+	return s.confirmed().Add(s.ttl - dlock.Drift(s.ttl))
 }
 
 // alive reports whether the session has not ended and its deadline has not
@@ -46,7 +42,7 @@ func (s *session) deadline() time.Time {
 func (s *session) alive() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.ended && time.Now().Before(s.sent.Add(s.ttl-margin(s.ttl)))
+	return !s.ended && time.Now().Before(s.sent.Add(s.ttl-dlock.Drift(s.ttl)))
 }
 
 // confirm records a renewal sent at sent; false if the session has ended
@@ -54,7 +50,7 @@ func (s *session) alive() bool {
 func (s *session) confirm(sent time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended || !time.Now().Before(s.sent.Add(s.ttl-margin(s.ttl))) {
+	if s.ended || !time.Now().Before(s.sent.Add(s.ttl-dlock.Drift(s.ttl))) {
 		return false
 	}
 	if sent.After(s.sent) {

@@ -265,7 +265,7 @@ func (c *Client) grant(ctx context.Context, r *request, n *node, sent time.Time,
 		if o.Lease <= c.timeout {
 			g.TTL, g.Renewed = o.Lease, false
 		} else {
-			end := sent.Add(o.Lease - drift(o.Lease))
+			end := sent.Add(o.Lease - dlock.Drift(o.Lease))
 			n.mu.Lock()
 			n.leaseEnd = time.AfterFunc(time.Until(end), func() { c.expire(n) })
 			n.mu.Unlock()

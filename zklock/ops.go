@@ -90,7 +90,7 @@ func (n *node) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	if ok && err == nil {
 		n.mu.Lock()
 		if n.leaseEnd != nil {
-			n.leaseEnd.Reset(time.Until(sent.Add(ttl - drift(ttl))))
+			n.leaseEnd.Reset(time.Until(sent.Add(ttl - dlock.Drift(ttl))))
 		}
 		n.mu.Unlock()
 	}
@@ -118,6 +118,3 @@ func (n *node) Verify(ctx context.Context) (bool, error) {
 	}
 	return st != nil && st.Czxid == n.czxid && st.EphemeralOwner == n.sid && n.c.conn.SessionID() == n.sid, nil
 }
-
-// drift mirrors dlock's margin on a lease (1% plus 2 ms).
-func drift(d time.Duration) time.Duration { return d/100 + 2*time.Millisecond }
