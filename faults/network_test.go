@@ -271,6 +271,11 @@ func TestLateReplies(t *testing.T) {
 			checkHistory(t, h, true)
 			noZombie(t, "A", ca)
 			noZombie(t, "B", cb)
+			// A grant whose reply came after Acquire gave up is given back in
+			// the background; Close waits for that.
+			if err := ca.Close(); err != nil {
+				t.Fatal(err)
+			}
 			if keys := leakedKeys(t, newRDB(t, srv.Addr())); len(keys) > 0 {
 				t.Errorf("keys left: %v", keys)
 			}
