@@ -33,6 +33,12 @@ func TestConformance(t *testing.T) {
 				},
 				Renewal: 600 * time.Millisecond,
 				Lease:   300 * time.Millisecond,
+				// Tamper is redis-cli DEL of the lock's key; the watchdog's
+				// next renewal (every 600ms/3) finds it gone.
+				Tamper: func(ctx context.Context, name string) error {
+					return rdb.Del(ctx, dlock.DefaultPrefix+"{"+name+"}").Err()
+				},
+				Told: 200 * time.Millisecond,
 				Steal: func(t testing.TB, name string) {
 					c := newClient(t, rdb)
 					if _, err := c.ForceUnlock(context.Background(), name); err != nil {

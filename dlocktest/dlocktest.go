@@ -9,8 +9,9 @@
 //
 // The suite checks mutual exclusion with an overlap witness, fencing tokens
 // that increase with every grant, waiting, cancellation, reentrancy, the
-// lost-lock signal (lease expiry, a lock removed behind its holder's back,
-// a closed client), read-write and semaphore limits, and bad input.
+// lost-lock signal (lease expiry, a lock removed behind its holder's back
+// and found by Verify, a holder's key deleted from outside and signalled
+// unasked, a closed client), read-write and semaphore limits, and bad input.
 package dlocktest
 
 import (
@@ -42,7 +43,23 @@ type Backend struct {
 	// Steal removes every trace of name's lock in the store behind its
 	// holders' backs (an operator's force unlock); nil skips those tests.
 	Steal func(t testing.TB, name string)
+	// Tamper deletes the key or node of name's current holder from
+	// outside, as an operator would (redis-cli DEL, etcdctl del, zkCli
+	// delete), leaving its waiters queued; nil skips the Deleted tests.
+	Tamper func(ctx context.Context, name string) error
+	// Told bounds how long after a Tamper the holder may go on believing
+	// it holds the lock: its Done must close by then (plus toldSlack for
+	// a loaded machine's timers). It is the backend's own bound: on Redis
+	// the watchdog's renewal interval, on etcd the session TTL (a
+	// keepalive checks the holders' keys), on ZooKeeper (every held node is
+	// watched) a second. 0: Renewal.
+	Told time.Duration
 }
+
+// toldSlack is what the Deleted tests allow on top of Backend.Told for
+// timers and goroutines that run late on a loaded machine (-race, two
+// cores shared with other tests).
+const toldSlack = 300 * time.Millisecond
 
 // Client is one client of a backend: its lockers by shape. A nil field is a
 // shape the backend does not have (its tests are skipped).
@@ -68,6 +85,7 @@ func Run(t *testing.T, b Backend) {
 		t.Run("Renewal/"+sh.name, func(t *testing.T) { s.renewal(t, sh) })
 		t.Run("LeaseExpires/"+sh.name, func(t *testing.T) { s.leaseExpires(t, sh) })
 		t.Run("Stolen/"+sh.name, func(t *testing.T) { s.stolen(t, sh) })
+		t.Run("Deleted/"+sh.name, func(t *testing.T) { s.deleted(t, sh) })
 		t.Run("Close/"+sh.name, func(t *testing.T) { s.close(t, sh) })
 	}
 	t.Run("Reentrant", s.reentrant)
@@ -387,6 +405,79 @@ func (s *suite) stolen(t *testing.T, sh shape) {
 	if err := l.Unlock(ctx); !errors.Is(err, dlock.ErrLockLost) {
 		t.Fatalf("Unlock of a stolen lock: %v, want ErrLockLost", err)
 	}
+}
+
+// deleted: a holder whose lock is deleted from outside (Backend.Tamper) is
+// told without asking: its Done closes within Backend.Told, Err and the
+// Context's cause wrap ErrLockLost, Unlock says so, and the waiter queued
+// behind it gets the lock with a greater token and keeps it. (A deletion
+// from outside hands the lock on at once; no backend can tell the old
+// holder before the store lets the next one in, so the suite bounds the
+// overlap rather than forbidding it.)
+func (s *suite) deleted(t *testing.T, sh shape) {
+	if s.b.Tamper == nil {
+		t.Skip("the backend cannot delete a holder's lock from outside")
+	}
+	bound := s.b.Told
+	if bound == 0 {
+		bound = s.b.Renewal
+	}
+	ls := s.lockers(t, sh, 2)
+	n := name(t)
+	ctx := testCtx(t, s.b.Renewal*4+60*time.Second)
+	a := acquire(t, ctx, ls[0](n))
+	type result struct {
+		l   *dlock.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := ls[1](n).Acquire(ctx)
+		got <- result{l, err}
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("the waiter got a held lock (%v)", r.err)
+	case <-time.After(200 * time.Millisecond): // queued behind a
+	}
+	tampered := time.Now()
+	if err := s.b.Tamper(ctx, n); err != nil {
+		t.Fatalf("Tamper: %v", err)
+	}
+	select {
+	case <-a.Done():
+	case <-time.After(bound + toldSlack - time.Since(tampered)):
+		t.Fatalf("the holder was not told within %v (+%v) that its lock was deleted: Err %v", bound, toldSlack, a.Err())
+	}
+	told := time.Since(tampered)
+	if err := a.Err(); !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("Err: %v, want ErrLockLost", err)
+	}
+	if err := context.Cause(a.Context()); !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("context cause: %v, want ErrLockLost", err)
+	}
+	var b *dlock.Lease
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("the waiter after the delete: %v", r.err)
+		}
+		b = r.l
+	case <-time.After(s.b.Renewal + 10*time.Second):
+		t.Fatal("the waiter did not get the deleted lock")
+	}
+	if b.Token() <= a.Token() {
+		t.Fatalf("the waiter's token %d is not above the deleted holder's %d", b.Token(), a.Token())
+	}
+	if err := a.Unlock(ctx); !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("Unlock of a deleted lock: %v, want ErrLockLost", err)
+	}
+	// The old holder's loss (and its Unlock) took nothing from the new one.
+	if err := b.Verify(ctx); err != nil {
+		t.Fatalf("the new holder after the old one's loss: %v", err)
+	}
+	unlock(t, b)
+	t.Logf("told %v after the delete (bound %v)", told, bound)
 }
 
 // close: closing a client loses its leases and refuses new acquisitions;

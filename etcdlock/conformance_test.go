@@ -2,6 +2,7 @@ package etcdlock
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -30,6 +31,24 @@ func TestConformance(t *testing.T) {
 		},
 		Renewal: 2 * time.Second,
 		Lease:   1500 * time.Millisecond,
+		// Tamper is etcdctl del of the oldest key of the lock (its
+		// holder's); the next keepalive (every TTL/3) finds it gone.
+		Tamper: func(ctx context.Context, name string) error {
+			c := &Client{prefix: DefaultPrefix}
+			for _, kind := range []string{"mutex", "lock", "rw", "semaphore"} {
+				resp, err := admin.Get(ctx, c.dir(kind, name), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+					clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+				if err != nil {
+					return err
+				}
+				if len(resp.Kvs) == 1 {
+					_, err := admin.Delete(ctx, string(resp.Kvs[0].Key))
+					return err
+				}
+			}
+			return fmt.Errorf("no holder of %q", name)
+		},
+		Told: 2 * time.Second,
 		Steal: func(t testing.TB, name string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()

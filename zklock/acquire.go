@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -191,7 +192,7 @@ func (c *Client) await(ctx context.Context, r *request, n *node, until time.Time
 		if !until.IsZero() && !time.Now().Before(until) {
 			return time.Time{}, errWaitOver
 		}
-		ev, err := c.watch(ctx, dir, watch)
+		ev, err := c.watch(ctx, dir, watch, children)
 		if retryable(err) {
 			continue
 		}
@@ -199,7 +200,7 @@ func (c *Client) await(ctx context.Context, r *request, n *node, until time.Time
 			return time.Time{}, err
 		}
 		if ev == nil {
-			continue // already gone
+			continue // already gone, or the directory changed: look again
 		}
 		recheck := time.NewTimer(c.timeout)
 		select {
@@ -219,11 +220,16 @@ func (c *Client) await(ctx context.Context, r *request, n *node, until time.Time
 }
 
 // watch sets a watch on dir/name (the whole directory when name is "") and
-// returns its channel, or nil if the node is already gone.
-func (c *Client) watch(ctx context.Context, dir, name string) (<-chan zk.Event, error) {
+// returns its channel, or nil if the node is already gone, or the
+// directory's children are no longer listed (a change made between the
+// listing and the watch fires no event: look again).
+func (c *Client) watch(ctx context.Context, dir, name string, listed []string) (<-chan zk.Event, error) {
 	return call(ctx, c, func() (<-chan zk.Event, error) {
 		if name == "" {
-			_, _, ev, err := c.conn.ChildrenW(dir)
+			children, _, ev, err := c.conn.ChildrenW(dir)
+			if err == nil && !sameSet(children, listed) {
+				return nil, nil
+			}
 			return ev, err
 		}
 		// GetW, not ExistsW: on a node that is already gone it sets no
@@ -236,6 +242,17 @@ func (c *Client) watch(ctx context.Context, dir, name string) (<-chan zk.Event, 
 	})
 }
 
+// sameSet reports whether a and b hold the same names.
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
 // giveUp deletes the node of an acquisition that will not be granted.
 func (c *Client) giveUp(n *node) {
 	ctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
@@ -245,9 +262,9 @@ func (c *Client) giveUp(n *node) {
 	}
 }
 
-// grant hands n to the Keeper. A fixed lease no longer than the session
-// timeout is the grant's TTL; a longer one (or none) is kept by the
-// heartbeat, and a fixed one ended by a timer.
+// grant hands n to the Keeper and starts n's guard. A fixed lease no
+// longer than the session timeout is the grant's TTL; a longer one (or
+// none) is kept by the heartbeat, and a fixed one ended by a timer.
 func (c *Client) grant(ctx context.Context, r *request, n *node, sent time.Time, o dlock.Options) (*dlock.Lease, error) {
 	g := dlock.Grant{
 		Shape: r.shape, Name: r.name, Key: r.key, Owner: r.owner, ID: n.path[len(r.dirPath(c))+1:],
@@ -264,6 +281,9 @@ func (c *Client) grant(ctx context.Context, r *request, n *node, sent time.Time,
 	if o.Lease > 0 && !joined {
 		if o.Lease <= c.timeout {
 			g.TTL, g.Renewed = o.Lease, false
+			n.mu.Lock()
+			n.fixed = true
+			n.mu.Unlock()
 		} else {
 			end := sent.Add(o.Lease - dlock.Drift(o.Lease))
 			n.mu.Lock()
@@ -276,5 +296,11 @@ func (c *Client) grant(ctx context.Context, r *request, n *node, sent time.Time,
 	if err != nil {
 		return nil, err
 	}
+	n.mu.Lock()
+	if n.fixed {
+		n.leases = append(n.leases, l)
+	}
+	n.mu.Unlock()
+	c.startGuard(n)
 	return l, nil
 }

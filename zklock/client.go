@@ -15,6 +15,13 @@
 // holds anything, so a lease lasts as long as the session and ends (Done,
 // Context cancelled with ErrLockLost) before the server can expire the
 // session after a disconnection or a pause.
+//
+// A lease is lost too when its node is deleted from outside (an operator's
+// zkCli delete or force unlock): every held node is watched, and looked at
+// and watched again after each reconnection, so its holder is told within
+// a round trip of the deletion (dlock.LostDeletedOrTaken), not at its next
+// Verify or Unlock. The next waiter is granted the lock by the same
+// deletion: the two overlap for that round trip.
 package zklock
 
 import (
@@ -44,6 +51,9 @@ type Client struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
+	reconn    *reconnects // the connection came back: guards watch again
+	pollState bool        // the heartbeat tells reconn (New: no events of ours)
+	down      bool        // the heartbeat's: the connection was last seen down
 
 	mu        sync.Mutex
 	reentrant map[string]*node // live reentrant holds by owner key
@@ -60,6 +70,7 @@ type config struct {
 	acl      []zk.ACL
 	observer dlock.Observer
 	logger   *slog.Logger
+	reconn   *reconnects // Dial's, told by the connection's events
 }
 
 // Root sets the znode under which locks live (default DefaultRoot). It must
@@ -136,6 +147,10 @@ func New(conn *zk.Conn, opts ...Option) (*Client, error) {
 		reentrant: make(map[string]*node),
 		live:      make(map[string]*node),
 		gates:     make(map[string]*gate),
+		reconn:    cfg.reconn,
+	}
+	if c.reconn == nil {
+		c.reconn, c.pollState = newReconnects(), true
 	}
 	c.wg.Add(1)
 	go c.heartbeat()
@@ -153,7 +168,9 @@ func (c *Client) Conn() *zk.Conn { return c.conn }
 // closes its connection too (its session ends). Close is idempotent.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
+		c.mu.Lock() // startGuard adds to c.wg under c.mu unless done is closed
 		close(c.done)
+		c.mu.Unlock()
 		c.keeper.Close()
 		c.wg.Wait()
 		if c.owned {

@@ -1,6 +1,8 @@
 package zklock
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 // TestConformance runs the backend suite shared with Redis and etcd against
 // one ZooKeeper server.
 func TestConformance(t *testing.T) {
+	admin := dial(t, 3*time.Second)
 	dlocktest.Run(t, dlocktest.Backend{
 		Renewal: 3 * time.Second,
 		Lease:   time.Second,
@@ -25,6 +28,20 @@ func TestConformance(t *testing.T) {
 				Semaphore: c.Semaphore,
 				Close:     c.Close,
 			}
+		},
+		Told: time.Second,
+		// Tamper deletes the first node in line, as zkCli's delete would.
+		Tamper: func(ctx context.Context, name string) error {
+			dir := admin.dir("lock", name)
+			children, _, err := admin.conn.Children(dir)
+			if err != nil {
+				return err
+			}
+			q := queue(children)
+			if len(q) == 0 {
+				return fmt.Errorf("%s has no holder", dir)
+			}
+			return admin.conn.Delete(dir+"/"+q[0].name, -1)
 		},
 		Steal: func(t testing.TB, name string) {
 			admin := dial(t, 2*time.Second)

@@ -34,8 +34,12 @@ func Dial(ctx context.Context, servers string, sessionTimeout time.Duration, opt
 	if err != nil {
 		return nil, fmt.Errorf("zklock: connecting to %s: %w", servers, err)
 	}
+	back := newReconnects()
 	go func() { // the event channel is drained so it never fills
-		for range events {
+		for ev := range events {
+			if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
+				back.signal() // (re)connected: the guards watch again
+			}
 		}
 	}()
 	select {
@@ -48,13 +52,20 @@ func Dial(ctx context.Context, servers string, sessionTimeout time.Duration, opt
 	// session more than it was asked unless the request was below its
 	// minimum, and then the shorter reading is the safe one.
 	timeout := min(neg.timeout(), sessionTimeout)
-	c, err := New(conn, append(opts, SessionTimeout(timeout))...)
+	c, err := New(conn, append(opts, SessionTimeout(timeout), withReconnects(back))...)
 	if err != nil {
 		conn.Close()
 		return nil, err
 	}
 	c.owned = true
 	return c, nil
+}
+
+// withReconnects has the client's guards told of reconnections by r (Dial
+// signals r from the connection's events; a client made by New learns of
+// them from its heartbeat).
+func withReconnects(r *reconnects) Option {
+	return func(c *config) error { c.reconn = r; return nil }
 }
 
 // negotiated is the connection's logger: it learns the session timeout the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/go-zookeeper/zk"
 )
 
 // remember registers a granted node (and, with key, as the owner's
@@ -108,8 +109,7 @@ func (c *Client) holdsRead(dir, owner string) bool {
 // still has it) so it blocks nobody.
 func (c *Client) lost(n *node) {
 	n.mu.Lock()
-	already := n.gone
-	n.gone = true
+	already := n.end()
 	if n.leaseEnd != nil {
 		n.leaseEnd.Stop()
 	}
@@ -136,16 +136,27 @@ func (c *Client) expire(n *node) {
 // while the client holds anything, it sends a cheap request; an answer in
 // the holds' session moves their deadline to the request's send time plus
 // the session timeout. A new session means the old one expired: its holds
-// are lost.
+// are lost. For a client made by New, whose connection's events are its
+// caller's, it also looks at the connection's state every statePoll and
+// tells the guards when the connection is back.
 func (c *Client) heartbeat() {
 	defer c.wg.Done()
 	every := c.timeout / 3
 	t := time.NewTimer(every)
 	defer t.Stop()
+	var poll <-chan time.Time
+	if c.pollState {
+		tk := time.NewTicker(statePoll)
+		defer tk.Stop()
+		poll = tk.C
+	}
 	for {
 		select {
 		case <-c.done:
 			return
+		case <-poll:
+			c.connected(c.conn.State() == zk.StateHasSession)
+			continue
 		case <-t.C:
 		}
 		if c.beat() {
@@ -156,12 +167,38 @@ func (c *Client) heartbeat() {
 	}
 }
 
+var errNotConnected = errors.New("zklock: not connected to ZooKeeper")
+
+// statePoll is how often a client made by New looks at its connection's
+// state (a local read) to learn it reconnected.
+const statePoll = 50 * time.Millisecond
+
+// connected records whether the connection is up, as the heartbeat last
+// saw it: up after down is a reconnection, and the guards are told.
+func (c *Client) connected(up bool) {
+	if up && c.down && c.pollState {
+		c.reconn.signal()
+	}
+	c.down = !up
+}
+
 // beat sends one heartbeat and applies its outcome to the renewed holds;
-// false if it failed and holds are waiting for it.
+// false if it failed and holds are waiting for it. A beat that succeeds
+// after one that failed is a reconnection (see connected).
 func (c *Client) beat() bool {
 	holds := c.keeper.Renewing()
 	if len(holds) == 0 {
 		return true
+	}
+	if c.conn.State() != zk.StateHasSession {
+		// Not connected: a request would wait to go out first on the next
+		// connection, in the instant go-zookeeper races with itself (see
+		// settle). Try again soon.
+		for _, h := range holds {
+			h.RenewFailed(errNotConnected)
+		}
+		c.connected(false)
+		return false
 	}
 	sid := c.conn.SessionID()
 	sent := time.Now()
@@ -172,6 +209,7 @@ func (c *Client) beat() bool {
 	if errors.Is(err, errClosed) {
 		return true
 	}
+	c.connected(err == nil)
 	now := c.conn.SessionID()
 	for _, h := range holds {
 		n, ok := h.Ops().(*node)

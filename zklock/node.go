@@ -40,6 +40,20 @@ type node struct {
 	count    int  // reentrant acquisitions not yet released
 	gone     bool // deleted, or found lost
 	leaseEnd *time.Timer
+	stop     chan struct{}  // closed when gone: the guard's end (nil: not guarded)
+	fixed    bool           // held by a fixed lease the heartbeat does not renew
+	leases   []*dlock.Lease // a fixed hold's Leases (see loseHeld)
+}
+
+// end marks n gone and stops its guard; it reports whether n was gone
+// already. n.mu is held.
+func (n *node) end() (was bool) {
+	was = n.gone
+	n.gone = true
+	if !was && n.stop != nil {
+		close(n.stop)
+	}
+	return was
 }
 
 // dir returns the directory of a lock: one per name and family.

@@ -21,8 +21,7 @@ func (n *node) Release(ctx context.Context) (dlock.Released, error) {
 		return dlock.ReleasedStillHeld, nil
 	}
 	n.count = 0
-	wasGone := n.gone
-	n.gone = true
+	wasGone := n.end()
 	if n.leaseEnd != nil {
 		n.leaseEnd.Stop()
 	}

@@ -359,17 +359,35 @@ func watches(t *testing.T) (paths, total int) {
 	return paths, total
 }
 
+// waitWatches waits until the server has paths more watched paths and
+// want more watches than paths0 and before.
+func waitWatches(t *testing.T, paths0, before, paths, want int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, w := watches(t)
+		if p-paths0 == paths && w-before == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d more watches on %d more paths, want %d on %d", what, w-before, p-paths0, want, paths)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestNoHerd: each waiter of a mutex watches one node, its predecessor,
-// and a release wakes the next waiter alone.
+// and a release wakes the next waiter alone. (The holder watches its own
+// node, the first waiter's predecessor: see guard.go.)
 func TestNoHerd(t *testing.T) {
 	n := lockName(t)
 	ctx := testCtx(t, 30*time.Second)
 	admin := dial(t, 4*time.Second)
+	paths0, before := watches(t)
 	holder, err := admin.Mutex(n).Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	paths0, before := watches(t)
 	const waiters = 5
 	var wg sync.WaitGroup
 	got := make(chan *dlock.Lease, waiters)
@@ -386,25 +404,15 @@ func TestNoHerd(t *testing.T) {
 		}()
 		waitMembers(t, admin, n, i+2)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		paths, w := watches(t)
-		if paths-paths0 == waiters && w-before == waiters {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d waiters: %d more watches on %d more paths, want one each on a path of its own", waiters, w-before, paths-paths0)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// One watch per waiter, each on a path of its own, and the holder's.
+	waitWatches(t, paths0, before, waiters, waiters+1, "waiters")
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	first := <-got
-	// One watch fired: the four others still wait on theirs.
-	if _, w := watches(t); w-before != waiters-1 {
-		t.Fatalf("after one hand-off %d watches, want %d", w-before, waiters-1)
-	}
+	// Two watches fired (the holder's and the first waiter's): the four
+	// others still wait on theirs, and the new holder watches its node.
+	waitWatches(t, paths0, before, waiters-1, waiters, "after one hand-off")
 	first.Unlock(ctx)
 	for range waiters - 1 {
 		(<-got).Unlock(ctx)
