@@ -6,66 +6,123 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // acquire is the wait loop shared by every Redis shape: try; if held, wait
 // for a release wake-up or for the holder's TTL to run out, and try again.
-func (c *Client) acquire(ctx context.Context, sh redisShape, opts []Option) (*Lease, error) {
-	ls, err := c.acquireAll(ctx, sh, opts)
+func (c *Client) acquire(ctx context.Context, sh redisShape, opts []Option) (l *Lease, err error) {
+	start := time.Now()
+	spec := sh.spec()
+	defer func() { c.keeper.Acquired(spec.kind, spec.name, start, err) }()
+	a, cfg, err := c.prepare(ctx, sh, spec, opts, start)
 	if err != nil {
 		return nil, err
 	}
-	return ls[0], nil
+	g, sent, err := c.await(ctx, sh, spec, a, cfg, start)
+	if err != nil {
+		return nil, err
+	}
+	return c.keeper.Lease(ctx, c.grantOf(sh, spec, a, g.fence, g.ttl, sent, cfg))
 }
 
-// acquireAll is acquire for an attempt that may grant several leases at once.
+// acquireAll is acquire for an attempt that may grant several leases at
+// once (Semaphore permits): one Lease per token.
 func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (ls []*Lease, err error) {
 	start := time.Now()
 	spec := sh.spec()
+	defer func() { c.keeper.Acquired(spec.kind, spec.name, start, err) }()
+	a, cfg, err := c.prepare(ctx, sh, spec, opts, start)
+	if err != nil {
+		return nil, err
+	}
+	g, sent, err := c.await(ctx, sh, spec, a, cfg, start)
+	if err != nil {
+		return nil, err
+	}
+	if len(a.tokens) == 0 {
+		l, err := c.keeper.Lease(ctx, c.grantOf(sh, spec, a, g.fence, g.ttl, sent, cfg))
+		if err != nil {
+			return nil, err
+		}
+		return []*Lease{l}, nil
+	}
+	ls = make([]*Lease, 0, len(a.tokens))
+	for i, one := range a.each() {
+		gr := c.grantOf(sh, spec, one, g.fences[i], 0, sent, cfg)
+		if err != nil { // cancelled or closed meanwhile: give the rest back
+			c.keeper.giveBack(ctx, gr)
+			continue
+		}
+		var l *Lease
+		if l, err = c.keeper.Lease(ctx, gr); err == nil {
+			ls = append(ls, l)
+		}
+	}
+	if err != nil {
+		for _, l := range ls {
+			_ = l.Unlock(context.WithoutCancel(ctx))
+		}
+		return nil, err
+	}
+	return ls, nil
+}
+
+// prepare checks the call's arguments and options and makes its attempt.
+func (c *Client) prepare(ctx context.Context, sh redisShape, spec *shapeSpec, opts []Option, start time.Time) (*attempt, acquireConfig, error) {
 	name := spec.name
-	defer func() { c.keeper.Acquired(spec.kind, name, start, err) }()
+	var err error
 	if spec.check != nil {
 		err = spec.check()
 	} else {
 		err = validName(name)
 	}
 	if err != nil {
-		return nil, wrap("acquire", name, err)
+		return nil, acquireConfig{}, wrap("acquire", name, err)
 	}
 	cfg, err := newAcquireConfig(opts)
 	if err == nil && cfg.replicas != 0 && !spec.replicaAck {
 		err = fmt.Errorf("%w: ReplicaAck is not supported by %s", ErrInvalidArgument, spec.kind)
 	}
 	if err != nil {
-		return nil, wrap("acquire", name, err)
+		return nil, cfg, wrap("acquire", name, err)
 	}
 	if c.isClosed() {
-		return nil, wrap("acquire", name, ErrClosed)
+		return nil, cfg, wrap("acquire", name, ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, wrap("acquire", name, err)
+		return nil, cfg, wrap("acquire", name, err)
 	}
 	ttl := cfg.lease
 	if ttl == 0 {
 		ttl = c.timeout
 	}
-	a := sh.attempt(ownerOf(ctx), ttl, c.holderMeta(start))
+	a := sh.attempt(carriedOwner(ctx), ttl, start)
+	if spec.leave != nil && cfg.wait != 0 {
+		a.queue = cmp.Or(cfg.queue, DefaultQueueTimeout)
+		a.queueMs = ms(a.queue)
+	}
+	return a, cfg, nil
+}
+
+// await tries until a grant, the end of the wait, or an error. sent is
+// when the request that was granted was sent (a hand-off's: the first
+// attempt's, a safe lower bound).
+func (c *Client) await(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, cfg acquireConfig, start time.Time) (g grant, sent time.Time, err error) {
+	name := spec.name
 	var stop time.Time
 	if cfg.wait >= 0 {
 		stop = start.Add(cfg.wait)
 	}
-	addressed := spec.wake == wakeHandOff
 	var w *waiter
 	defer func() {
 		if w != nil {
 			// a waiter that got no lock passes a shared wake-up on
-			c.sub.leave(w, err == nil || addressed)
+			c.sub.leave(w, err == nil || spec.wake == wakeHandOff)
 		}
 	}()
 	if spec.leave != nil {
-		if cfg.wait != 0 {
-			a.queue = cmp.Or(cfg.queue, DefaultQueueTimeout)
-		}
 		defer func() {
 			// A clean refusal of Wait(0) queued nothing and was granted nothing.
 			if err != nil && (a.queue > 0 || !isNotAcquired(err)) {
@@ -73,30 +130,36 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 			}
 		}()
 	}
-	var first time.Time // when the first attempt was sent
+	late := 0 // grants in a row that came after their lease ran out
+	var first time.Time
 	for {
-		sent := time.Now()
+		sent = time.Now()
 		if first.IsZero() {
 			first = sent
 		}
-		g, err := c.tryGrant(ctx, sh, spec, a, cfg)
+		g, err = c.tryGrant(ctx, sh, spec, a, cfg)
 		if err != nil {
-			return nil, err
+			if late > 0 && isCtxErr(err) {
+				err = fmt.Errorf("%w (%s)", err, lateDetail(late))
+			}
+			return g, sent, err
 		}
 		if g.ok && c.late(ctx, sh, spec, a, g, sent, cfg) {
 			// Given back: taken as a refusal, tried again within the wait.
-			g = grant{wake: spec.keys.wake, detail: "grants arrive after their lease ran out: replies are slower than the lease"}
-		}
-		if g.ok {
-			return c.newLeases(ctx, sh, spec, a, g, sent, cfg)
+			late++
+			g = grant{wake: spec.keys.wake, detail: lateDetail(late)}
+		} else if g.ok {
+			return g, sent, nil
+		} else {
+			late = 0
 		}
 		a.queued = a.queue > 0
 		now := time.Now()
 		if cfg.wait == 0 || (!stop.IsZero() && !now.Before(stop)) {
 			if g.detail != "" {
-				return nil, wrap("acquire", name, fmt.Errorf("%w (%s)", ErrNotAcquired, g.detail))
+				return g, sent, wrap("acquire", name, fmt.Errorf("%w (%s)", ErrNotAcquired, g.detail))
 			}
-			return nil, wrap("acquire", name, ErrNotAcquired)
+			return g, sent, wrap("acquire", name, ErrNotAcquired)
 		}
 		if w != nil && w.channel != g.wake {
 			c.sub.leave(w, false)
@@ -128,15 +191,31 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 			d = stop.Sub(now)
 		}
 		if err := w.wait(ctx, d); err != nil {
-			return nil, wrap("acquire", name, err)
+			if late > 0 {
+				err = fmt.Errorf("%w (%s)", err, lateDetail(late))
+			}
+			return g, sent, wrap("acquire", name, err)
 		}
 		// Handed the lock by a release: it is ours from a moment after the
 		// first attempt was sent, for the hand-off's TTL. With too little of
 		// that left on our clock, the next attempt claims it instead.
 		if h, ok := c.sub.handed(w); ok && usableHandoff(first, h.ttl) {
-			return c.newLeases(ctx, sh, spec, a, grant{ok: true, fence: h.fence, ttl: h.ttl}, first, cfg)
+			return grant{ok: true, fence: h.fence, ttl: h.ttl}, first, nil
 		}
 	}
+}
+
+// lateDetail says why an Acquire whose grants kept arriving after their
+// lease ran out got no lock.
+func lateDetail(n int) string {
+	if n == 1 {
+		return "a grant arrived after its lease ran out and was given back: replies are slower than the lease"
+	}
+	return fmt.Sprintf("%d grants in a row arrived after their lease ran out and were given back: replies are slower than the lease", n)
+}
+
+func isCtxErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // leaveQueue runs a queuer's leave call after Acquire failed, also when ctx
@@ -145,7 +224,7 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 // (the usual reason an Acquire fails with an error), the call is retried in
 // the background until it succeeds, the place would have timed out anyway
 // (queue > 0: its queue timeout), or the Client is closed.
-func (c *Client) leaveQueue(ctx context.Context, spec shapeSpec, call scriptCall, queue time.Duration) {
+func (c *Client) leaveQueue(ctx context.Context, spec *shapeSpec, call scriptCall, queue time.Duration) {
 	leave := func(ctx context.Context) error {
 		lctx, cancel := context.WithTimeout(ctx, unlockTimeout)
 		defer cancel()
@@ -206,14 +285,17 @@ func (c *Client) background(f func()) {
 	}()
 }
 
-// tryGrant runs one acquire attempt and returns by ctx's end even when Redis
-// does not answer: go-redis waits for its ReadTimeout on a silent server
-// unless the client has ContextTimeoutEnabled, so without it the attempt
-// runs in a goroutine and Acquire returns ctx's error when ctx ends first.
-// What the abandoned attempt then receives is given back in the background
-// (a grant is released; a queue place is left by Acquire's own leave).
-func (c *Client) tryGrant(ctx context.Context, sh redisShape, spec shapeSpec, a attempt, cfg acquireConfig) (grant, error) {
-	if c.ctxReads || ctx.Done() == nil {
+// tryGrant runs one acquire attempt and returns by ctx's deadline even when
+// Redis does not answer. It runs on the caller's goroutine when the call is
+// bounded anyway: ctx cannot end, the client bounds calls by their ctx's
+// deadline (ContextTimeoutEnabled), ctx has no deadline (a cancel is seen
+// between round trips), or the client gives up on a silent server before
+// the deadline. Otherwise the attempt runs on one of the Client's worker
+// goroutines and tryGrant returns ctx's error when ctx ends first; what the
+// abandoned attempt then receives is given back in the background (a grant
+// is released; a queue place is left by Acquire's own leave).
+func (c *Client) tryGrant(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, cfg acquireConfig) (grant, error) {
+	if c.inline(ctx) {
 		return c.tryOnce(ctx, sh, spec, a, cfg)
 	}
 	type result struct {
@@ -221,10 +303,10 @@ func (c *Client) tryGrant(ctx context.Context, sh redisShape, spec shapeSpec, a 
 		err error
 	}
 	done := make(chan result, 1)
-	go func() {
+	c.runBeside(func() {
 		g, err := c.tryOnce(ctx, sh, spec, a, cfg)
 		done <- result{g, err}
-	}()
+	})
 	select {
 	case r := <-done:
 		return r.g, r.err
@@ -238,9 +320,63 @@ func (c *Client) tryGrant(ctx context.Context, sh redisShape, spec shapeSpec, a 
 	return grant{}, wrap("acquire", spec.name, ctx.Err())
 }
 
+// inline reports whether a call under ctx returns by ctx's deadline on the
+// caller's goroutine (see tryGrant).
+func (c *Client) inline(ctx context.Context) bool {
+	if c.bounded || ctx.Done() == nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return !ok || (c.hung > 0 && time.Until(d) > c.hung)
+}
+
+// workerIdle is how long a worker goroutine (runBeside) waits for another
+// attempt before it exits.
+const workerIdle = time.Second
+
+// runBeside runs f on an idle worker goroutine of the Client, or on a new
+// one: the attempts that must not block their caller (tryGrant) reuse a
+// few goroutines, whose stacks have grown already, instead of starting one
+// each. Close waits for the workers.
+func (c *Client) runBeside(f func()) {
+	select {
+	case c.idle <- f:
+		return
+	default:
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		f()
+		return
+	}
+	c.retries.Add(1)
+	c.mu.Unlock()
+	go c.work(f)
+}
+
+// work runs f, then the attempts handed to it, until it has been idle for
+// workerIdle or the Client closes.
+func (c *Client) work(f func()) {
+	defer c.retries.Done()
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
+	for {
+		f()
+		t.Reset(workerIdle)
+		select {
+		case f = <-c.idle:
+		case <-t.C:
+			return
+		case <-c.bg.Done():
+			return
+		}
+	}
+}
+
 // tryOnce runs one acquire attempt: the shape's own try, or its acquire
 // script once (with WAIT on the same connection when ReplicaAck asks).
-func (c *Client) tryOnce(ctx context.Context, sh redisShape, spec shapeSpec, a attempt, cfg acquireConfig) (grant, error) {
+func (c *Client) tryOnce(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, cfg acquireConfig) (grant, error) {
 	var g grant
 	var err error
 	switch {
@@ -248,13 +384,15 @@ func (c *Client) tryOnce(ctx context.Context, sh redisShape, spec shapeSpec, a a
 		g, err = spec.try(ctx, a)
 	case cfg.replicas != 0:
 		g, err = c.grantReplicated(ctx, sh, spec, a, cfg)
-	default:
-		var v []int64
-		if v, err = sh.acquireCall(a).run(ctx, c.rdb).Int64Slice(); err != nil {
+	case spec.intReply:
+		var n int64
+		if n, err = sh.acquireCall(a).runInt(ctx, c.rdb); err != nil {
 			return grant{}, redisErr(ctx, "acquire", spec.name, err)
 		}
-		if g, err = parseGrant(v); err != nil {
-			err = wrap("acquire", spec.name, err)
+		g = intGrant(n)
+	default:
+		if g, err = readGrant(sh.acquireCall(a).run(ctx, c.rdb)); err != nil {
+			return grant{}, redisErr(ctx, "acquire", spec.name, err)
 		}
 	}
 	if err != nil {
@@ -279,10 +417,26 @@ func (c *Client) tryOnce(ctx context.Context, sh redisShape, spec shapeSpec, a a
 	return g, nil
 }
 
+// readGrant reads an acquire script's reply, an integer (intGrant) or an
+// array (parseGrant).
+func readGrant(cmd *redis.Cmd) (grant, error) {
+	if err := cmd.Err(); err != nil {
+		return grant{}, err
+	}
+	if n, ok := cmd.Val().(int64); ok {
+		return intGrant(n), nil
+	}
+	v, err := cmd.Int64Slice()
+	if err != nil {
+		return grant{}, err
+	}
+	return parseGrant(v)
+}
+
 // late gives g back and reports true if it arrived after its lease ran out
 // on the client's clock (counted from sent): the store may already have
 // expired it and granted the lock to someone else, so it is never used.
-func (c *Client) late(ctx context.Context, sh redisShape, spec shapeSpec, a attempt, g grant, sent time.Time, cfg acquireConfig) bool {
+func (c *Client) late(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, g grant, sent time.Time, cfg acquireConfig) bool {
 	ttl := cmp.Or(g.ttl, a.ttl)
 	if time.Now().Before(sent.Add(ttl - Drift(ttl))) {
 		return false
@@ -293,7 +447,7 @@ func (c *Client) late(ctx context.Context, sh redisShape, spec shapeSpec, a atte
 
 // giveBack releases every grant of g (one, or one per attempt.tokens): a
 // grant nobody will hold.
-func (c *Client) giveBack(ctx context.Context, sh redisShape, spec shapeSpec, a attempt, g grant, cfg acquireConfig) {
+func (c *Client) giveBack(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, g grant, cfg acquireConfig) {
 	for i, one := range a.each() {
 		fence := g.fence
 		if len(g.fences) > i {
@@ -303,43 +457,15 @@ func (c *Client) giveBack(ctx context.Context, sh redisShape, spec shapeSpec, a 
 	}
 }
 
-// newLeases turns a grant into its Leases: one, or one per attempt.tokens.
-func (c *Client) newLeases(ctx context.Context, sh redisShape, spec shapeSpec, a attempt, g grant, sent time.Time, cfg acquireConfig) ([]*Lease, error) {
-	if len(a.tokens) == 0 {
-		l, err := c.keeper.Lease(ctx, c.grantOf(sh, spec, a, g.fence, g.ttl, sent, cfg))
-		if err != nil {
-			return nil, err
-		}
-		return []*Lease{l}, nil
-	}
-	ls := make([]*Lease, 0, len(a.tokens))
-	var err error
-	for i, one := range a.each() {
-		gr := c.grantOf(sh, spec, one, g.fences[i], 0, sent, cfg)
-		if err != nil { // cancelled or closed meanwhile: give the rest back
-			c.keeper.giveBack(ctx, gr)
-			continue
-		}
-		var l *Lease
-		if l, err = c.keeper.Lease(ctx, gr); err == nil {
-			ls = append(ls, l)
-		}
-	}
-	if err != nil {
-		for _, l := range ls {
-			_ = l.Unlock(context.WithoutCancel(ctx))
-		}
-		return nil, err
-	}
-	return ls, nil
-}
-
 // grantOf describes a Redis grant for the Keeper; ttl is the grant's TTL
 // when it is shorter than the lease asked for (a hand-off), else 0.
-func (c *Client) grantOf(sh redisShape, spec shapeSpec, a attempt, fence int64, ttl time.Duration, sent time.Time, cfg acquireConfig) Grant {
+func (c *Client) grantOf(sh redisShape, spec *shapeSpec, a *attempt, fence int64, ttl time.Duration, sent time.Time, cfg acquireConfig) Grant {
+	if a.ops == nil {
+		a.ops = sh.ops(a)
+	}
 	return Grant{
 		Shape: spec.kind, Name: spec.name, Key: sh.holdID(a), Owner: a.owner, ID: a.token,
 		Token: fence, Sent: sent, TTL: cmp.Or(ttl, a.ttl), Lease: a.ttl, Renewed: cfg.lease == 0,
-		Ops: redisOps{sh.ops(a)}, OnLost: cfg.onLost,
+		Ops: a, OnLost: cfg.onLost,
 	}
 }

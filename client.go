@@ -38,7 +38,18 @@ type Client struct {
 	meta     string // host|pid, the fixed part of holder metadata
 	label    string
 
-	ctxReads bool // rdb bounds its reads by the ctx (ContextTimeoutEnabled)
+	// bounded: rdb bounds every call by its ctx's deadline
+	// (ContextTimeoutEnabled); else hung bounds how long a call may block
+	// on a silent server before the client gives up by itself.
+	bounded bool
+	hung    time.Duration
+	idle    chan func() // attempts handed to an idle worker (see runBeside)
+
+	// Script arguments every lock of this Client passes, boxed once.
+	argFenceTTL, argClient, argCheck any
+	argLease, argQueue               any   // the default lease and queue timeout in ms
+	leaseMs, queueMs                 int64 // their values
+	metaHead, metaTail               string // holder metadata around the acquired-at ms
 
 	wd  *watchdog
 	sub *subscriber
@@ -138,10 +149,14 @@ func WithLabel(label string) ClientOption {
 //
 // Acquire returns by its ctx's deadline even when Redis does not answer. A
 // go-redis client without ContextTimeoutEnabled waits for its ReadTimeout
-// on a silent server whatever the ctx says, so on such a client each
-// attempt of an Acquire whose ctx can end runs beside the wait (a goroutine
-// and a few allocations more); with ContextTimeoutEnabled go-redis itself
-// bounds the call and none is needed.
+// (and retries) on a silent server, whatever the ctx says; on such a
+// client an attempt whose ctx has a deadline sooner than that runs on a
+// goroutine of the Client's beside the wait (a few microseconds more per
+// attempt). With ContextTimeoutEnabled go-redis bounds the call itself and
+// every attempt runs on the caller's goroutine: set it if you can. A ctx
+// cancelled without a deadline is seen at once while Acquire waits; a
+// round trip already in flight then ends by the client's ReadTimeout, as
+// every go-redis call does.
 func New(rdb redis.UniversalClient, opts ...ClientOption) (*Client, error) {
 	if rdb == nil || isNilPointer(rdb) {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidArgument)
@@ -162,10 +177,15 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) (*Client, error) {
 		}
 	}
 	c.keeper = NewKeeper(c.observer, c.logger)
-	c.ctxReads = contextTimeouts(rdb)
+	c.bounded, c.hung = callBound(rdb)
+	c.idle = make(chan func())
 	c.bg, c.stopBg = context.WithCancel(context.Background())
-	c.wd = newWatchdog(rdb, c.keeper, c.timeout, c.batch)
+	c.wd = newWatchdog(c.rdb, c.keeper, c.timeout, c.batch)
 	c.sub = newSubscriber(c)
+	c.leaseMs, c.queueMs = ms(c.timeout), ms(DefaultQueueTimeout)
+	c.argFenceTTL, c.argClient, c.argCheck = ms(c.fenceTTL), c.sub.id, c.listenCheck()
+	c.argLease, c.argQueue = c.leaseMs, c.queueMs
+	c.metaHead, c.metaTail = c.meta+"|", "|"+c.label
 	return c, nil
 }
 
@@ -197,7 +217,14 @@ func (c *Client) isClosed() bool {
 
 // holderMeta is the metadata stored with a grant: host|pid|acquired-at-ms|label.
 func (c *Client) holderMeta(now time.Time) string {
-	return c.meta + "|" + strconv.FormatInt(now.UnixMilli(), 10) + "|" + c.label
+	return string(c.appendMeta(nil, now))
+}
+
+// appendMeta appends the holder metadata of a grant made now to b.
+func (c *Client) appendMeta(b []byte, now time.Time) []byte {
+	b = append(b, c.metaHead...)
+	b = strconv.AppendInt(b, now.UnixMilli(), 10)
+	return append(b, c.metaTail...)
 }
 
 // keys of one lock name; all share the hash slot of {name}.
@@ -217,14 +244,29 @@ func isNilPointer(v any) bool {
 	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
-// contextTimeouts reports whether rdb bounds every call by its ctx
-// (ContextTimeoutEnabled); otherwise a read waits for ReadTimeout.
-func contextTimeouts(rdb redis.UniversalClient) bool {
+// callBound reports whether rdb bounds every call by its ctx's deadline
+// (ContextTimeoutEnabled) and otherwise how long one call may block on a
+// server that does not answer: every try's write and read timeouts and the
+// retries' backoffs (0: unknown, or no bound at all).
+func callBound(rdb redis.UniversalClient) (bool, time.Duration) {
+	var bounded bool
+	var tries int
+	var rt, wt, backoff time.Duration
 	switch r := rdb.(type) {
 	case *redis.Client:
-		return r.Options().ContextTimeoutEnabled
+		o := r.Options()
+		bounded, tries, rt, wt, backoff = o.ContextTimeoutEnabled, max(o.MaxRetries, 0)+1, o.ReadTimeout, o.WriteTimeout, o.MaxRetryBackoff
 	case *redis.ClusterClient:
-		return r.Options().ContextTimeoutEnabled
+		o := r.Options()
+		bounded, tries, rt, wt, backoff = o.ContextTimeoutEnabled, (max(o.MaxRedirects, 0)+1)*(max(o.MaxRetries, 0)+1), o.ReadTimeout, o.WriteTimeout, o.MaxRetryBackoff
+	default:
+		return false, 0
 	}
-	return false
+	if bounded {
+		return true, 0
+	}
+	if rt <= 0 || wt <= 0 {
+		return false, 0
+	}
+	return false, time.Duration(tries) * (rt + wt + max(backoff, 0))
 }

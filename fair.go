@@ -27,7 +27,7 @@ func (c *Client) FairLock(name string) *FairLock {
 }
 
 // Name returns the lock's name.
-func (f *FairLock) Name() string { return f.sh.name }
+func (f *FairLock) Name() string { return f.sh.sp.name }
 
 // Acquire takes or re-enters the lock in arrival order; see Locker and
 // FairLock.

@@ -50,7 +50,7 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) (Removal, error) 
 	if err != nil {
 		return Removal{Info: info}, redisErr(ctx, "force unlock", name, err)
 	}
-	deleted, err := scriptCall{forceUnlockScript, keys, []any{k.wake}}.run(ctx, c.rdb).Int64Slice()
+	deleted, err := forceUnlockScript.call(keys, k.wake).run(ctx, c.rdb).Int64Slice()
 	if err != nil {
 		return Removal{Info: info}, redisErr(ctx, "force unlock", name, err)
 	}

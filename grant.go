@@ -31,5 +31,15 @@ func parseGrant(v []int64) (grant, error) {
 	return grant{pttl: time.Duration(v[1]) * time.Millisecond, reply: v}, nil
 }
 
+// intGrant reads an acquire script's one-integer reply: a fence n > 0
+// granted, or n = -(pttl + 2) refused, where pttl is the holder's remaining
+// TTL in ms (-1: the key has no TTL).
+func intGrant(n int64) grant {
+	if n > 0 {
+		return grant{ok: true, fence: n}
+	}
+	return grant{pttl: time.Duration(-n-2) * time.Millisecond}
+}
+
 // ms is d in whole milliseconds, rounded up (what scripts take).
 func ms(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }

@@ -3,7 +3,6 @@ package dlock
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 )
 
@@ -17,23 +16,25 @@ func Drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecon
 // Hold is one grant kept by a Keeper: one lock held by one owner through one
 // backend client, shared by every Lease of that owner on that lock
 // (reentrant acquisitions). It keeps the local deadline on the monotonic
-// clock, its timer, and the loss. A backend calls Renewed after each
-// successful renewal and Lose when it learns the grant is gone; everything
-// else is the Keeper's.
+// clock and the loss. A backend calls Renewed after each successful renewal
+// and Lose when it learns the grant is gone; everything else is the
+// Keeper's.
 type Hold struct {
 	k     *Keeper
 	g     Grant // as granted; g.TTL is the lease (or watchdog timeout) asked for
 	since time.Time
 
-	mu       sync.Mutex
+	// Under k.mu:
 	deadline time.Time
-	timer    *time.Timer
+	idx      int         // in k.due; -1 once it left (ended)
 	topUp    *time.Timer // set while a short first grant awaits its extension
 	leases   []*Lease    // the Leases sharing the hold (backed by one while there is one)
-	one      [1]*Lease   // the first Lease: most holds never have another
-	lost     error       // non-nil once lost; wraps ErrLockLost
-	ended    bool        // lost, or its last Lease released: it takes no new Lease
+	one      [1]*Lease
+	lost     error // non-nil once lost; wraps ErrLockLost
+	ended    bool  // lost, or its last Lease released: it takes no new Lease
 	renewals int
+
+	first Lease // the first Lease, allocated with the hold
 }
 
 // Name returns the lock's name.
@@ -56,35 +57,15 @@ func (h *Hold) Renewed(sent time.Time, ttl time.Duration) { h.extended(sent, ttl
 // false if the hold had already ended (lost or released).
 func (h *Hold) Lose(reason LostReason) bool { return h.k.lose(h, reason) }
 
-// start attaches the first Lease and arms the deadline timer; k.mu is held.
-func (h *Hold) start(first *Lease) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.leases = append(h.one[:0], first)
-	h.timer = time.AfterFunc(time.Until(h.deadline), func() { h.pastDeadline() })
-}
-
-// raiseDeadline moves the local deadline to d if that is later.
-func (h *Hold) raiseDeadline(d time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.ended && d.After(h.deadline) {
-		h.deadline = d
-		h.timer.Reset(time.Until(d))
-	}
-}
-
 // topUpAt arranges for a hold granted for less than the lease it asked for
 // (a hand-off grants at most what was left of the waiter's queue deadline)
 // to be extended to end (a renewed hold: to its TTL) when two thirds of what
 // the short grant leaves have passed; a hold released, extended or renewed
 // before then costs no extension. If the extension finds the lock gone the
 // hold is lost; if it fails, it is tried again at two thirds of what is
-// left, and the deadline timer loses the hold unless an extension succeeds
-// in time.
+// left, and the deadline loses the hold unless an extension succeeds in
+// time. k.mu is held.
 func (h *Hold) topUpAt(end time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.ended {
 		return
 	}
@@ -92,7 +73,7 @@ func (h *Hold) topUpAt(end time.Time) {
 }
 
 // armTopUp starts the top-up timer at two thirds of what is left of the
-// hold's deadline; h.mu is held.
+// hold's deadline; k.mu is held.
 func (h *Hold) armTopUp(short, end time.Time) {
 	h.topUp = time.AfterFunc(time.Until(h.deadline)*2/3, func() { h.topUpTo(short, end) })
 }
@@ -100,9 +81,10 @@ func (h *Hold) armTopUp(short, end time.Time) {
 // topUpTo extends the hold to end unless an Extend or a renewal already
 // moved its deadline past short, the short grant's.
 func (h *Hold) topUpTo(short, end time.Time) {
-	h.mu.Lock()
+	k := h.k
+	k.mu.Lock()
 	done := h.ended || h.deadline.After(short)
-	h.mu.Unlock()
+	k.mu.Unlock()
 	if done {
 		return
 	}
@@ -119,12 +101,12 @@ func (h *Hold) topUpTo(short, end time.Time) {
 	ok, err := h.g.Ops.Extend(ctx, d)
 	switch {
 	case err != nil:
-		h.k.debug("dlock: extending a hand-off failed", h, err)
-		h.mu.Lock()
+		k.debug("dlock: extending a hand-off failed", h, err)
+		k.mu.Lock()
 		if !h.ended && time.Until(h.deadline) > 10*time.Millisecond {
 			h.armTopUp(short, end) // try again
 		}
-		h.mu.Unlock()
+		k.mu.Unlock()
 	case !ok:
 		h.Lose(LostDeletedOrTaken)
 	default:
@@ -132,27 +114,19 @@ func (h *Hold) topUpTo(short, end time.Time) {
 	}
 }
 
-// stopTimers stops the deadline and top-up timers; h.mu is held.
-func (h *Hold) stopTimers() {
-	h.timer.Stop()
-	if h.topUp != nil {
-		h.topUp.Stop()
-	}
-}
-
 // extended records a successful extension or renewal sent at sent.
 func (h *Hold) extended(sent time.Time, ttl time.Duration, renewal bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	k := h.k
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	if h.ended {
 		return
 	}
-	h.deadline = sent.Add(ttl - Drift(ttl))
-	h.timer.Reset(time.Until(h.deadline))
+	k.moveDeadline(h, sent.Add(ttl-Drift(ttl)))
 	if renewal {
 		h.renewals++
-		// Reported under h.mu: no renewal is reported after the hold ended.
-		h.k.observer.ObserveRenewal(RenewalEvent{Shape: h.g.Shape, Name: h.g.Name, Token: h.g.Token, OK: true, Held: time.Since(h.since), Renewals: h.renewals})
+		// Reported under the lock: no renewal is reported after the hold ended.
+		k.observer.ObserveRenewal(RenewalEvent{Shape: h.g.Shape, Name: h.g.Name, Token: h.g.Token, OK: true, Held: time.Since(h.since), Renewals: h.renewals})
 	}
 }
 
@@ -167,8 +141,8 @@ func (h *Hold) RenewFailed(err error) {
 
 // renewalCount returns the successful renewals so far.
 func (h *Hold) renewalCount() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.k.mu.Lock()
+	defer h.k.mu.Unlock()
 	return h.renewals
 }
 
@@ -189,32 +163,34 @@ func (h *Hold) fixedLease() time.Duration {
 
 // pastDeadline marks the hold lost if its deadline has passed on the local
 // clock: a lease not renewed or extended in time is lost, whatever the store
-// may still say. The timer calls it, and so does every check of the lease.
-// When it returns, a hold whose deadline has passed has been lost and every
-// one of its Leases marked.
+// may still say. The Keeper's timer calls it (through expire), and so does
+// every check of the lease. When it returns, a hold whose deadline has
+// passed has been lost and every one of its Leases marked.
 func (h *Hold) pastDeadline() {
-	h.mu.Lock()
-	late := !h.ended && !time.Now().Before(h.deadline)
-	h.mu.Unlock()
-	if late {
-		h.Lose(h.expiryReason())
+	k := h.k
+	k.mu.Lock()
+	if h.ended || time.Now().Before(h.deadline) {
+		k.mu.Unlock()
+		return
 	}
+	reason := h.expiryReason()
+	marked, renewals := k.end(h, reason)
+	k.mu.Unlock()
+	h.report(reason, marked, renewals)
 }
 
 // report tells the observer and the log that the hold was lost, ending
 // leases Leases.
-func (h *Hold) report(reason LostReason, leases int) {
+func (h *Hold) report(reason LostReason, leases, renewals int) {
 	h.k.observer.ObserveLost(LostEvent{Shape: h.g.Shape, Name: h.g.Name, Token: h.g.Token, Reason: reason, Held: time.Since(h.since),
-		Lease: h.fixedLease(), Renewals: h.renewalCount(), Leases: leases})
+		Lease: h.fixedLease(), Renewals: renewals, Leases: leases})
 	if h.k.logger != nil {
 		h.k.logger.Warn("dlock: lock lost", "shape", h.g.Shape, "name", h.g.Name, "reason", string(reason), "held", time.Since(h.since))
 	}
 }
 
-// attach adds l to the hold; false if the hold has ended.
+// attach adds l to the hold; false if the hold has ended. k.mu is held.
 func (h *Hold) attach(l *Lease) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.ended {
 		return false
 	}

@@ -67,7 +67,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	sk := (&Semaphore{c: c, name: name}).keys()
 	info := Info{Name: name}
 	p := c.rdb.Pipeline()
-	now := scriptCall{serverTime, []string{k.lock}, nil}.queue(ctx, p, true)
+	now := serverTime.call([]string{k.lock}).queue(ctx, p, true)
 	typ := p.Type(ctx, k.lock)
 	ttl := p.PTTL(ctx, k.lock)
 	fence := p.Get(ctx, k.fence)

@@ -1,6 +1,7 @@
 package dlock
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"log/slog"
@@ -16,13 +17,20 @@ import (
 // lock, so a grant that is already past its deadline when it arrives is
 // reported lost and never left registered. A Keeper is safe for concurrent
 // use.
+//
+// Every hold's local deadline is kept in one heap with one timer for the
+// earliest: a hold costs no timer of its own, and a hold whose deadline
+// passes is lost when the timer fires (and by any check of its Lease
+// before then).
 type Keeper struct {
 	observer Observer
 	logger   *slog.Logger
 
 	mu     sync.Mutex
-	holds  map[*Hold]struct{}
+	due    dueHeap          // live holds by deadline
 	keyed  map[string]*Hold // live holds with a Grant.Key (reentrant joins)
+	timer  *time.Timer      // fires at due[0]'s deadline; nil until the first hold
+	armed  time.Time        // when timer fires (zero: stopped)
 	closed bool
 }
 
@@ -32,7 +40,7 @@ func NewKeeper(o Observer, logger *slog.Logger) *Keeper {
 	if o == nil {
 		o = nopObserver{}
 	}
-	return &Keeper{observer: o, logger: logger, holds: make(map[*Hold]struct{}), keyed: make(map[string]*Hold)}
+	return &Keeper{observer: o, logger: logger, keyed: make(map[string]*Hold)}
 }
 
 // Lease turns g into a Lease. If g.Key names a live hold, the Lease joins it
@@ -53,14 +61,16 @@ func (k *Keeper) Lease(ctx context.Context, g Grant) (*Lease, error) {
 		k.giveBack(ctx, g)
 		return nil, wrap("acquire", g.Name, ErrClosed)
 	}
-	if h := k.keyed[g.Key]; g.Key != "" && h != nil {
-		l := newLease(ctx, h, g.Owner, g.OnLost)
-		if h.attach(l) {
-			k.mu.Unlock()
-			h.raiseDeadline(deadline)
-			h.pastDeadline()
-			return l, nil
+	if h := k.keyed[g.Key]; g.Key != "" && h != nil && !h.ended {
+		l := &Lease{}
+		l.init(h, ctx, g.Owner, g.OnLost)
+		h.attach(l)
+		if deadline.After(h.deadline) {
+			k.moveDeadline(h, deadline)
 		}
+		k.mu.Unlock()
+		h.pastDeadline()
+		return l, nil
 	}
 	full := g.TTL
 	if g.Lease > g.TTL {
@@ -68,12 +78,10 @@ func (k *Keeper) Lease(ctx context.Context, g Grant) (*Lease, error) {
 	}
 	h := &Hold{k: k, g: g, since: time.Now(), deadline: deadline}
 	h.g.TTL = full
-	l := newLease(ctx, h, g.Owner, g.OnLost)
-	k.holds[h] = struct{}{}
-	if g.Key != "" {
-		k.keyed[g.Key] = h
-	}
-	h.start(l)
+	l := &h.first
+	l.init(h, ctx, g.Owner, g.OnLost)
+	h.leases = append(h.one[:0], l)
+	k.register(h)
 	if full > g.TTL {
 		h.topUpAt(time.Now().Add(full))
 	}
@@ -92,18 +100,14 @@ func (k *Keeper) Join(ctx context.Context, key, owner string, onLost func(*Lease
 		return nil, false
 	}
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	h := k.keyed[key]
-	if k.closed || h == nil {
-		k.mu.Unlock()
+	if k.closed || h == nil || h.ended {
 		return nil, false
 	}
-	l := newLease(ctx, h, owner, onLost)
-	ok := h.attach(l)
-	k.mu.Unlock()
-	if !ok {
-		l.cancel(context.Canceled)
-		return nil, false
-	}
+	l := &Lease{}
+	l.init(h, ctx, owner, onLost)
+	h.attach(l)
 	return l, true
 }
 
@@ -117,59 +121,135 @@ func (k *Keeper) giveBack(ctx context.Context, g Grant) {
 	}
 }
 
-// lose ends h as lost: under k.mu and h.mu it is unregistered and every
-// Lease marked, so nobody sees a registered hold that is lost or a lost hold
-// whose Leases still look held.
-func (k *Keeper) lose(h *Hold, reason LostReason) bool {
-	k.mu.Lock()
-	h.mu.Lock()
-	if h.ended {
-		h.mu.Unlock()
-		k.mu.Unlock()
-		return false
+// register adds the new hold h; k.mu is held.
+func (k *Keeper) register(h *Hold) {
+	heap.Push(&k.due, h)
+	if h.g.Key != "" {
+		k.keyed[h.g.Key] = h
 	}
-	h.ended = true
-	h.lost = wrap(h.g.Shape, h.g.Name, fmt.Errorf("%w (%s)", ErrLockLost, reason))
-	h.stopTimers()
-	k.unregister(h)
-	marked := 0
-	for _, l := range h.leases {
-		if l.markLost(h.lost) {
-			marked++
-		}
-	}
-	h.mu.Unlock()
-	k.mu.Unlock()
-	h.report(reason, marked)
-	return true
+	k.rearm()
 }
 
 // unregister removes h; k.mu is held.
 func (k *Keeper) unregister(h *Hold) {
-	delete(k.holds, h)
+	if h.idx >= 0 {
+		heap.Remove(&k.due, h.idx)
+		k.rearm()
+	}
 	if k.keyed[h.g.Key] == h {
 		delete(k.keyed, h.g.Key)
 	}
 }
 
+// moveDeadline sets h's deadline to d; k.mu is held.
+func (k *Keeper) moveDeadline(h *Hold, d time.Time) {
+	h.deadline = d
+	if h.idx >= 0 {
+		heap.Fix(&k.due, h.idx)
+		k.rearm()
+	}
+}
+
+// rearm points the timer at the earliest deadline; k.mu is held.
+func (k *Keeper) rearm() {
+	if len(k.due) == 0 {
+		if !k.armed.IsZero() {
+			k.timer.Stop()
+			k.armed = time.Time{}
+		}
+		return
+	}
+	next := k.due[0].deadline
+	if next.Equal(k.armed) {
+		return
+	}
+	k.armed = next
+	if k.timer == nil {
+		k.timer = time.AfterFunc(time.Until(next), k.expire)
+		return
+	}
+	k.timer.Reset(time.Until(next))
+}
+
+// expire loses every hold whose deadline has passed, and arms the timer for
+// the next one.
+func (k *Keeper) expire() {
+	type lost struct {
+		h                  *Hold
+		reason             LostReason
+		leases, renewals   int
+	}
+	var ended []lost
+	now := time.Now()
+	k.mu.Lock()
+	k.armed = time.Time{}
+	for len(k.due) > 0 && !now.Before(k.due[0].deadline) {
+		h := k.due[0]
+		reason := h.expiryReason()
+		marked, renewals := k.end(h, reason)
+		ended = append(ended, lost{h, reason, marked, renewals})
+	}
+	k.rearm()
+	k.mu.Unlock()
+	for _, e := range ended {
+		e.h.report(e.reason, e.leases, e.renewals)
+	}
+}
+
+// lose ends h as lost and reports it; false if it had already ended.
+func (k *Keeper) lose(h *Hold, reason LostReason) bool {
+	k.mu.Lock()
+	if h.ended {
+		k.mu.Unlock()
+		return false
+	}
+	marked, renewals := k.end(h, reason)
+	k.mu.Unlock()
+	h.report(reason, marked, renewals)
+	return true
+}
+
+// end ends the live hold h as lost, under k.mu: it is unregistered and
+// every Lease marked, so nobody sees a registered hold that is lost or a
+// lost hold whose Leases still look held. It returns how many Leases it
+// marked and the hold's renewals, for the report the caller makes once
+// the lock is released.
+func (k *Keeper) end(h *Hold, reason LostReason) (marked, renewals int) {
+	h.ended = true
+	h.lost = wrap(h.g.Shape, h.g.Name, fmt.Errorf("%w (%s)", ErrLockLost, reason))
+	h.stopTopUp()
+	k.unregister(h)
+	for _, l := range h.leases {
+		if l.markLost(h.lost) {
+			marked++
+		}
+	}
+	return marked, h.renewals
+}
+
+// stopTopUp stops the top-up timer; k.mu is held.
+func (h *Hold) stopTopUp() {
+	if h.topUp != nil {
+		h.topUp.Stop()
+	}
+}
+
 // detach removes l from its hold; when it was the last Lease the hold ends
-// (timers stopped, unregistered, no renewal any more) before any release is
-// sent, and detach returns true.
-func (k *Keeper) detach(h *Hold, l *Lease) bool {
+// (unregistered, no renewal any more) before any release is sent, and
+// detach returns true. It also returns the hold's renewals so far.
+func (k *Keeper) detach(h *Hold, l *Lease) (last bool, renewals int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	if i := slices.Index(h.leases, l); i >= 0 {
 		h.leases = slices.Delete(h.leases, i, i+1)
 	}
-	last := len(h.leases) == 0 && !h.ended
+	last = len(h.leases) == 0 && !h.ended
 	if last {
 		h.ended = true
-		h.stopTimers()
+		h.stopTopUp()
 		k.unregister(h)
 	}
-	return last
+	return last, h.renewals
 }
 
 // Renewing returns the live holds whose grants are kept by renewals
@@ -177,8 +257,8 @@ func (k *Keeper) detach(h *Hold, l *Lease) bool {
 func (k *Keeper) Renewing() []*Hold {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	hs := make([]*Hold, 0, len(k.holds))
-	for h := range k.holds {
+	hs := make([]*Hold, 0, len(k.due))
+	for _, h := range k.due {
 		if h.g.Renewed {
 			hs = append(hs, h)
 		}
@@ -191,12 +271,12 @@ func (k *Keeper) Renewing() []*Hold {
 func (k *Keeper) Count() (holds, renewed int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for h := range k.holds {
+	for _, h := range k.due {
 		if h.g.Renewed {
 			renewed++
 		}
 	}
-	return len(k.holds), renewed
+	return len(k.due), renewed
 }
 
 // Close loses every hold (LostClosed: nothing will renew it any more) and
@@ -209,9 +289,9 @@ func (k *Keeper) Close() {
 		return
 	}
 	k.closed = true
-	hs := make([]*Hold, 0, len(k.holds))
-	for h := range k.holds {
-		hs = append(hs, h)
+	hs := slices.Clone([]*Hold(k.due))
+	if k.timer != nil {
+		k.timer.Stop()
 	}
 	k.mu.Unlock()
 	for _, h := range hs {
@@ -241,4 +321,27 @@ func (k *Keeper) Acquired(shape, name string, start time.Time, err error) {
 		ev.Result, ev.Err = AcquireErr, err
 	}
 	k.observer.ObserveAcquire(ev)
+}
+
+// dueHeap is the live holds ordered by deadline (container/heap).
+type dueHeap []*Hold
+
+func (d dueHeap) Len() int           { return len(d) }
+func (d dueHeap) Less(i, j int) bool { return d[i].deadline.Before(d[j].deadline) }
+func (d dueHeap) Swap(i, j int) {
+	d[i], d[j] = d[j], d[i]
+	d[i].idx, d[j].idx = i, j
+}
+func (d *dueHeap) Push(x any) {
+	h := x.(*Hold)
+	h.idx = len(*d)
+	*d = append(*d, h)
+}
+func (d *dueHeap) Pop() any {
+	old := *d
+	h := old[len(old)-1]
+	old[len(old)-1] = nil
+	h.idx = -1
+	*d = old[:len(old)-1]
+	return h
 }

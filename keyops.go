@@ -13,46 +13,37 @@ import (
 type keyOps struct {
 	c             *Client
 	keys          lockKeys
-	lockList      []string // {keys.lock}, shared by every call; nil: built per call
 	holder        string
-	releaseScript *redis.Script
-	extendScript  *redis.Script
+	releaseScript *luaScript
+	extendScript  *luaScript
 	releaseOp     bool // the release script takes an operation id
 	owned         func(ctx context.Context, c *Client, key, holder string) (bool, error)
 }
 
-// lockKeyList is the KEYS of the one-key scripts.
-func (o *keyOps) lockKeyList() []string {
-	if o.lockList != nil {
-		return o.lockList
-	}
-	return []string{o.keys.lock}
-}
-
-func (o *keyOps) releaseCall(op string) scriptCall {
+func (o *keyOps) releaseCall() scriptCall {
 	args := []any{o.holder}
 	if o.releaseOp {
-		args = append(args, op)
+		args = append(args, newOpID())
 	}
-	return scriptCall{o.releaseScript, o.lockKeyList(), append(args, o.keys.wake)}
+	return o.releaseScript.call([]string{o.keys.lock}, append(args, o.keys.wake)...)
 }
 
 // renewCall is the script call that sets the TTL to ttl if still ours.
 func (o *keyOps) renewCall(ttl time.Duration) scriptCall {
-	return scriptCall{o.extendScript, o.lockKeyList(), []any{o.holder, ms(ttl)}}
+	return extendCall(o.extendScript, &o.keys.lock, &o.holder, o.c.ttlArg(ttl))
 }
 
 func (o *keyOps) renewCalls(ttl time.Duration) []scriptCall {
 	return []scriptCall{o.renewCall(ttl)}
 }
 
-func (o *keyOps) release(ctx context.Context, op string) (releaseResult, error) {
-	n, err := o.releaseCall(op).run(ctx, o.c.rdb).Int64()
-	return releaseResult(n), err
+func (o *keyOps) release(ctx context.Context) (Released, error) {
+	n, err := o.releaseCall().runInt(ctx, o.c.rdb)
+	return Released(n), err
 }
 
 func (o *keyOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := o.renewCall(ttl).run(ctx, o.c.rdb).Int64()
+	n, err := o.renewCall(ttl).runInt(ctx, o.c.rdb)
 	return n == 1, err
 }
 

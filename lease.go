@@ -13,29 +13,34 @@ import (
 // Losing the lock is one fact with three faces: Context is cancelled with
 // cause ErrLockLost, Done is closed, and Unlock returns an error wrapping
 // ErrLockLost. A lease is lost when its fixed lease runs out on the client's
-// clock, when the watchdog cannot renew it before it would run out, or when
-// Redis no longer holds it for us (deleted, flushed, taken).
+// clock, when it cannot be renewed before it would run out (the store down,
+// paused or cut off), or when the store no longer holds it for us (deleted,
+// flushed, expired, taken over).
 type Lease struct {
 	h      *Hold
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	done   chan struct{}
+	parent context.Context // the ctx given to Acquire
+	owner  string          // "" until Context needs one (a Mutex's is never written to the store)
 	onLost func(*Lease)
 
 	mu       sync.Mutex
 	released bool
-	err      error // the loss, once lost
+	err      error                   // the loss, once lost
+	ctx      context.Context         // made by the first Context call
+	cancel   context.CancelCauseFunc // ctx's
+	done     chan struct{}           // made by the first Done call
 }
 
-func newLease(ctx context.Context, h *Hold, owner string, onLost func(*Lease)) *Lease {
-	lctx, cancel := context.WithCancelCause(withOwner(ctx, owner))
-	return &Lease{h: h, ctx: lctx, cancel: cancel, done: make(chan struct{}), onLost: onLost}
+// closedChan is the Done of a Lease lost before anyone asked for Done.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (l *Lease) init(h *Hold, parent context.Context, owner string, onLost func(*Lease)) {
+	l.h, l.parent, l.owner, l.onLost = h, parent, owner, onLost
 }
 
 // Name returns the lock's name.
 func (l *Lease) Name() string { return l.h.g.Name }
 
-// ID returns the id this lease is held under in Redis: the Mutex's
+// ID returns the id this lease is held under in the store: the Mutex's
 // per-acquisition token, the owner of a reentrant, fair or read-write lock,
 // or the permit id of a Semaphore (Semaphore.Release takes it). Inspect shows
 // its first 8 characters.
@@ -58,10 +63,51 @@ func (l *Lease) Token() int64 { return l.h.g.Token }
 // reentrant lock with it re-enters) and is cancelled when the lock is lost
 // (context.Cause wraps ErrLockLost), when the lease is unlocked, or when the
 // context given to Acquire is cancelled. Run the critical section under it.
-func (l *Lease) Context() context.Context { return l.ctx }
+// (It is made on the first call: a lease nobody asks for a context costs
+// none.)
+func (l *Lease) Context() context.Context {
+	if l == nil {
+		return canceledCtx
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil {
+		if l.owner == "" {
+			l.owner = newToken()
+		}
+		l.ctx, l.cancel = context.WithCancelCause(withOwner(l.parent, l.owner))
+		switch {
+		case l.err != nil:
+			l.cancel(l.err)
+		case l.released:
+			l.cancel(context.Canceled)
+		}
+	}
+	return l.ctx
+}
+
+// canceledCtx is the Context of a nil *Lease.
+var canceledCtx = func() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errNilLease)
+	return ctx
+}()
 
 // Done is closed when the lock is lost, and only then.
-func (l *Lease) Done() <-chan struct{} { return l.done }
+func (l *Lease) Done() <-chan struct{} {
+	if l == nil {
+		return closedChan
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil {
+		if l.err != nil {
+			return closedChan
+		}
+		l.done = make(chan struct{})
+	}
+	return l.done
+}
 
 // Err returns nil while the lease is held or after a clean Unlock, and an
 // error wrapping ErrLockLost once the lock was lost.
@@ -79,7 +125,8 @@ func (l *Lease) Err() error {
 	return l.err
 }
 
-// markLost marks l lost; false if it was already lost or released.
+// markLost marks l lost; false if it was already lost or released. The
+// Keeper's lock is held.
 func (l *Lease) markLost(err error) bool {
 	l.mu.Lock()
 	if l.released || l.err != nil {
@@ -87,13 +134,28 @@ func (l *Lease) markLost(err error) bool {
 		return false
 	}
 	l.err = err
-	l.cancel(err) // before Done closes, so whoever sees Done sees the cause
-	close(l.done)
+	if l.cancel != nil {
+		l.cancel(err) // before Done closes, so whoever sees Done sees the cause
+	}
+	if l.done != nil {
+		close(l.done)
+	}
 	l.mu.Unlock()
 	if l.onLost != nil {
 		go l.onLost(l)
 	}
 	return true
+}
+
+// endContext cancels the lease's Context (if one was made) once it is
+// unlocked.
+func (l *Lease) endContext() {
+	l.mu.Lock()
+	cancel := l.cancel
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel(context.Canceled)
+	}
 }
 
 // state returns ErrNotHeld after Unlock, the loss once lost, else nil.
@@ -110,10 +172,10 @@ func (l *Lease) state(op string) error {
 	return nil
 }
 
-// Verify re-reads ownership in Redis: check before commit. It returns nil if
-// the lock is still ours, an error wrapping ErrLockLost if it is not (the
-// lease is then lost), ErrNotHeld after Unlock, or a Redis error (ownership
-// unknown: do not commit).
+// Verify re-reads ownership in the store: check before commit. It returns
+// nil if the lock is still ours, an error wrapping ErrLockLost if it is not
+// (the lease is then lost), ErrNotHeld after Unlock, or a store error
+// (ownership unknown: do not commit).
 func (l *Lease) Verify(ctx context.Context) error {
 	if l == nil {
 		return errNilLease
@@ -168,7 +230,7 @@ func (l *Lease) lostErr() error {
 // Unlock releases this hold. It returns nil if the lock was still ours, an
 // error wrapping ErrLockLost if it had been lost (whatever ran under it ran
 // without exclusivity), ErrNotHeld if this lease was already unlocked, or a
-// Redis error (the lock then expires by itself). A reentrant lock is free
+// store error (the lock then expires by itself). A reentrant lock is free
 // once every Lease of its owner is unlocked. Unlock stops renewing before it
 // sends the release, so no renewal outlives it.
 func (l *Lease) Unlock(ctx context.Context) error {
@@ -186,13 +248,13 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	lost := l.err
 	l.mu.Unlock()
 
-	last := h.k.detach(h, l)
+	last, renewals := h.k.detach(h, l)
 	res, err := h.g.Ops.Release(ctx)
-	l.cancel(context.Canceled)
+	l.endContext()
 
 	foundLost := lost != nil || (err == nil && res == ReleasedNotOurs)
 	h.k.observer.ObserveRelease(ReleaseEvent{Shape: h.g.Shape, Name: h.g.Name, Token: h.g.Token, Held: time.Since(h.since), Lease: h.fixedLease(),
-		Renewals: h.renewalCount(), FoundLost: foundLost, LostBefore: lost != nil, Last: last})
+		Renewals: renewals, FoundLost: foundLost, LostBefore: lost != nil, Last: last})
 	switch {
 	case lost != nil:
 		return lost
@@ -200,7 +262,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		return storeErr(ctx, "unlock", h.g.Name, err)
 	case res == ReleasedNotOurs:
 		if last { // the hold ended with this Lease: nobody else reports the loss
-			h.report(LostDeletedOrTaken, 0)
+			h.report(LostDeletedOrTaken, 0, renewals)
 		} else { // marks other Leases of this owner (unless a loss was already reported)
 			h.Lose(LostDeletedOrTaken)
 		}

@@ -224,7 +224,7 @@ func TestLateGrantGivenBack(t *testing.T) {
 	slow := &slowReplies{}
 	slow.delay.Store(int64(400 * time.Millisecond))
 	rdb.AddHook(slow)
-	for _, lease := range []dlock.Option{nil, dlock.LeaseTime(300 * time.Millisecond)} {
+	for _, lease := range []dlock.Option{{}, dlock.LeaseTime(300 * time.Millisecond)} {
 		c := newClient(t, rdb, dlock.WithWatchdogTimeout(300*time.Millisecond))
 		slow.on.Store(true)
 		_, err := c.Mutex("late").Acquire(context.Background(), dlock.Wait(time.Second), lease)

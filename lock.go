@@ -18,7 +18,7 @@ type Lock struct{ sh *reentrantShape }
 func (c *Client) Lock(name string) *Lock { return &Lock{c.reentrant(name, false)} }
 
 // Name returns the lock's name.
-func (l *Lock) Name() string { return l.sh.name }
+func (l *Lock) Name() string { return l.sh.sp.name }
 
 // Acquire takes or re-enters the lock; see Locker.
 func (l *Lock) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {

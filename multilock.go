@@ -86,8 +86,8 @@ type multiShape struct{ m *MultiLock }
 
 // spec: members that share a Cluster slot are taken by one script (which
 // ReplicaAck may follow); others one by one in canonical order.
-func (s multiShape) spec() shapeSpec {
-	sp := shapeSpec{kind: "multi", name: s.m.Name(), wake: wakeShared, check: s.validate}
+func (s multiShape) spec() *shapeSpec {
+	sp := &shapeSpec{kind: "multi", name: s.m.Name(), wake: wakeShared, check: s.validate}
 	if len(s.m.names) == 0 {
 		return sp
 	}
@@ -126,24 +126,24 @@ func (s multiShape) validate() error {
 	return nil
 }
 
-func (s multiShape) attempt(owner string, ttl time.Duration, meta string) attempt {
-	return attempt{owner: owner, token: owner, op: newOpID(), ttl: ttl, meta: meta}
+func (s multiShape) attempt(owner string, ttl time.Duration, now time.Time) *attempt {
+	return ownedAttempt(s.m.c, owner, ttl, now)
 }
 
 // acquireCall is the one-script attempt.
-func (s multiShape) acquireCall(a attempt) scriptCall {
+func (s multiShape) acquireCall(a *attempt) scriptCall {
 	ks := s.m.memberKeys()
 	keys := make([]string, 0, 2*len(ks))
 	for _, k := range ks {
 		keys = append(keys, k.lock, k.fence)
 	}
-	return scriptCall{multiAcquire, keys, []any{a.owner, a.op, ms(a.ttl), a.meta, ms(s.m.c.fenceTTL)}}
+	return multiAcquire.call(keys, a.owner, a.op, ms(a.ttl), a.meta, a.c.argFenceTTL)
 }
 
 // tryInOrder takes the members one by one in canonical order; when one is
 // held by another owner it gives back those it took and returns a refusal
 // that waits on that member.
-func (s multiShape) tryInOrder(ctx context.Context, a attempt) (grant, error) {
+func (s multiShape) tryInOrder(ctx context.Context, a *attempt) (grant, error) {
 	c, name := s.m.c, s.m.Name()
 	ks := s.m.memberKeys()
 	var took []int
@@ -152,22 +152,17 @@ func (s multiShape) tryInOrder(ctx context.Context, a attempt) (grant, error) {
 		defer cancel()
 		calls := make([]scriptCall, len(took))
 		for j, i := range took {
-			calls[j] = scriptCall{lockRelease, []string{ks[i].lock}, []any{a.owner, newOpID(), ks[i].wake}}
+			calls[j] = lockRelease.call([]string{ks[i].lock}, a.owner, newOpID(), ks[i].wake)
 		}
 		_, _ = runCalls(rctx, c.rdb, calls)
 	}
 	var fence int64
 	for i, k := range ks {
-		call := scriptCall{lockAcquire, []string{k.lock, k.fence}, []any{a.owner, a.op, ms(a.ttl), a.meta, ms(c.fenceTTL)}}
-		v, err := call.run(ctx, c.rdb).Int64Slice()
+		call := lockAcquire.call([]string{k.lock, k.fence}, a.owner, a.op, ms(a.ttl), a.meta, c.argFenceTTL)
+		g, err := readGrant(call.run(ctx, c.rdb))
 		if err != nil {
 			rollback()
 			return grant{}, redisErr(ctx, "acquire", name, err)
-		}
-		g, err := parseGrant(v)
-		if err != nil {
-			rollback()
-			return grant{}, wrap("acquire", name, err)
 		}
 		if !g.ok {
 			rollback()
@@ -180,7 +175,7 @@ func (s multiShape) tryInOrder(ctx context.Context, a attempt) (grant, error) {
 	return grant{ok: true, fence: fence}, nil
 }
 
-func (s multiShape) holdID(a attempt) string {
+func (s multiShape) holdID(a *attempt) string {
 	q := make([]string, len(s.m.names))
 	for i, n := range s.m.names {
 		q[i] = strconv.Quote(n)
@@ -188,7 +183,7 @@ func (s multiShape) holdID(a attempt) string {
 	return "multi|" + s.m.c.prefix + strings.Join(q, ",") + "|" + a.owner
 }
 
-func (s multiShape) ops(a attempt) holdOps {
+func (s multiShape) ops(a *attempt) holdOps {
 	return multiOps{c: s.m.c, ks: s.m.memberKeys(), owner: a.owner, oneSlot: s.m.oneSlot()}
 }
 
@@ -211,11 +206,11 @@ func (o multiOps) locks() []string {
 
 func (o multiOps) renewCalls(ttl time.Duration) []scriptCall {
 	if o.oneSlot {
-		return []scriptCall{{multiExtend, o.locks(), []any{o.owner, ms(ttl)}}}
+		return []scriptCall{multiExtend.call(o.locks(), o.owner, ms(ttl))}
 	}
 	calls := make([]scriptCall, len(o.ks))
 	for i, k := range o.ks {
-		calls[i] = scriptCall{lockExtend, []string{k.lock}, []any{o.owner, ms(ttl)}}
+		calls[i] = lockExtend.call([]string{k.lock}, o.owner, ms(ttl))
 	}
 	return calls
 }
@@ -228,18 +223,19 @@ func (o multiOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	return !slices.Contains(ns, 0), nil
 }
 
-func (o multiOps) release(ctx context.Context, op string) (releaseResult, error) {
+func (o multiOps) release(ctx context.Context) (Released, error) {
+	op := newOpID()
 	if o.oneSlot {
 		args := []any{o.owner, op}
 		for _, k := range o.ks {
 			args = append(args, k.wake)
 		}
-		n, err := scriptCall{multiRelease, o.locks(), args}.run(ctx, o.c.rdb).Int64()
-		return releaseResult(n), err
+		n, err := multiRelease.call(o.locks(), args...).runInt(ctx, o.c.rdb)
+		return Released(n), err
 	}
 	calls := make([]scriptCall, len(o.ks))
 	for i, k := range o.ks {
-		calls[i] = scriptCall{lockRelease, []string{k.lock}, []any{o.owner, op, k.wake}}
+		calls[i] = lockRelease.call([]string{k.lock}, o.owner, op, k.wake)
 	}
 	ns, err := runCalls(ctx, o.c.rdb, calls)
 	switch {

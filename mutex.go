@@ -14,64 +14,77 @@ import (
 // lease ran out). It is not reentrant: acquiring a Mutex that the same owner
 // already holds waits like anyone else (and, with no Wait, until ctx is
 // done). Use Lock for reentrancy, FairLock for strict arrival order.
+//
+// An uncontended acquisition and its release are one round trip each.
 type Mutex struct {
-	c    *Client
-	name string
-	k    queueKeys
-	sp   shapeSpec
+	c  *Client
+	k  queueKeys
+	sp shapeSpec
 }
 
-// Mutex returns the Mutex called name. The name is checked by Acquire.
+// Mutex returns the Mutex called name. The name is checked by Acquire. A
+// Mutex costs two small allocations to make: make one per acquisition (a
+// lock per order id) or keep one, as suits the caller.
 func (c *Client) Mutex(name string) *Mutex {
-	m := &Mutex{c: c, name: name, k: c.queueKeys(name)}
-	m.sp = shapeSpec{kind: "mutex", name: name, keys: m.k.waiting(), wake: wakeHandOff, replicaAck: true, leave: mutexShape{m}.leaveCall}
+	m := &Mutex{c: c, k: c.queueKeys(name)}
+	m.sp = shapeSpec{kind: "mutex", name: name, keys: m.k.waiting(), wake: wakeHandOff, intReply: true, replicaAck: true, leave: mutexLeaveCall}
 	return m
 }
 
 // Name returns the lock's name.
-func (m *Mutex) Name() string { return m.name }
+func (m *Mutex) Name() string { return m.sp.name }
 
 // Acquire takes the mutex; see Locker.
 func (m *Mutex) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
 	return m.c.acquire(ctx, mutexShape{m}, opts)
 }
 
+// mutexLeaveCall is the call by which a's Acquire leaves the queue.
+func mutexLeaveCall(a *attempt) scriptCall {
+	c, k := a.c, a.k
+	return scriptCall{mutexLeave, append(k.begin(mutexLeave, 5), &a.token, c.queueMember(a), &k.wake, c.argFenceTTL, c.argCheck)}
+}
+
 type mutexShape struct{ m *Mutex }
 
-func (s mutexShape) spec() shapeSpec { return s.m.sp }
+func (s mutexShape) spec() *shapeSpec { return &s.m.sp }
 
 // attempt: the token is unique to the Acquire call, so its first 16
 // characters serve as the call's operation id.
-func (s mutexShape) attempt(owner string, ttl time.Duration, meta string) attempt {
-	tok := newToken()
-	return attempt{owner: owner, token: tok, op: tok[:16], ttl: ttl, meta: meta}
+func (s mutexShape) attempt(owner string, ttl time.Duration, now time.Time) *attempt {
+	a := newAttempt(s.m.c, owner, ttl, now)
+	a.k = &s.m.k
+	return a
 }
 
-func (s mutexShape) acquireCall(a attempt) scriptCall {
-	return scriptCall{mutexAcquire, s.m.k.list, s.m.k.acquireArgs(a)}
-}
-
-func (s mutexShape) leaveCall(a attempt) scriptCall {
-	k := &s.m.k
-	return scriptCall{mutexLeave, k.list, []any{a.token, s.m.c.queueMember(a), k.args.wake, k.args.fenceTTL, k.args.check}}
+func (s mutexShape) acquireCall(a *attempt) scriptCall {
+	return scriptCall{mutexAcquire, s.m.k.acquireArgs(mutexAcquire, a, 0)}
 }
 
 // holdID is "": a Mutex grant never joins another (its token is its own).
-func (s mutexShape) holdID(a attempt) string { return "" }
+func (s mutexShape) holdID(a *attempt) string { return "" }
 
-func (s mutexShape) ops(a attempt) holdOps {
-	k := &s.m.k
-	return &queueOps{keyOps{c: s.m.c, keys: k.lockKeys, lockList: k.list[:1], holder: a.token, extendScript: mutexExtend, owned: mutexOwned}, k, mutexRelease, false}
+func (s mutexShape) ops(a *attempt) holdOps { return (*mutexOps)(a) }
+
+// mutexOps are a Mutex grant's operations: the attempt that won it.
+type mutexOps attempt
+
+func (o *mutexOps) renewCalls(ttl time.Duration) []scriptCall {
+	return []scriptCall{extendCall(mutexExtend, &o.k.lock, &o.token, o.c.ttlArg(ttl))}
 }
 
-// mutexOwned reads a Mutex key and reports whether holder holds it.
-func mutexOwned(ctx context.Context, c *Client, key, holder string) (bool, error) {
-	v, err := c.rdb.Get(ctx, key).Result()
-	if err != nil {
-		if isNil(err) {
-			return false, nil
-		}
-		return false, err
-	}
-	return strings.HasPrefix(v, holder), nil
+func (o *mutexOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
+	n, err := extendCall(mutexExtend, &o.k.lock, &o.token, o.c.ttlArg(ttl)).runInt(ctx, o.c.rdb)
+	return n == 1, err
+}
+
+// release needs no operation id: the token makes it idempotent.
+func (o *mutexOps) release(ctx context.Context) (Released, error) {
+	c := o.c
+	n, err := scriptCall{mutexRelease, append(o.k.begin(mutexRelease, 4), &o.token, &o.k.wake, c.argFenceTTL, c.argCheck)}.runInt(ctx, c.rdb)
+	return Released(n), err
+}
+
+func (o *mutexOps) verify(ctx context.Context) (bool, error) {
+	return verifyOwned(ctx, o.c, o.k.lock, "", func(v string) bool { return strings.HasPrefix(v, o.token) })
 }

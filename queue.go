@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,66 +28,61 @@ import (
 
 // queueKeys are the keys of a lock that queues its waiters: the lock's keys,
 // its queue and the waiters' deadlines, and own, the wake channel of this
-// Client's waiters (lockKeys.wake .. ":" .. Client id). They are built once
-// per lock object, with the script arguments that never change (args), so
-// that a call only adds what is its own.
+// Client's waiters (lockKeys.wake .. ":" .. Client id). They are slices of
+// one string, built once per lock object; a call boxes them by pointer.
 type queueKeys struct {
 	lockKeys
 	queue, timeouts, own string
-	list                 []string // the KEYS of the queue scripts; never modified
-	args                 queueArgs
-}
-
-// queueArgs are the fixed ARGV of a lock's queue scripts, boxed once.
-type queueArgs struct {
-	fenceTTL, client, wake, check any
-	lease, queue                  any   // ms of the Client's default lease and of DefaultQueueTimeout
-	leaseMs, queueMs              int64 // their values
 }
 
 func (c *Client) queueKeys(name string) queueKeys {
-	k := c.keys(name)
-	q := queueKeys{lockKeys: k, queue: k.lock + ":queue", timeouts: k.lock + ":timeouts", own: k.wake + ":" + c.sub.id}
-	q.list = []string{k.lock, k.fence, q.queue, q.timeouts}
-	q.args = queueArgs{fenceTTL: ms(c.fenceTTL), client: c.sub.id, wake: k.wake, check: c.listenCheck(),
-		leaseMs: ms(c.timeout), queueMs: ms(DefaultQueueTimeout)}
-	q.args.lease, q.args.queue = q.args.leaseMs, q.args.queueMs
+	var b strings.Builder
+	n := len(c.prefix) + len(name) + 2
+	b.Grow(4*n + len(":fence:queue:timeouts:wake:") + len(c.sub.id))
+	base := func() { b.WriteString(c.prefix); b.WriteByte('{'); b.WriteString(name); b.WriteByte('}') }
+	base()
+	b.WriteString(":fence")
+	base()
+	b.WriteString(":queue")
+	base()
+	b.WriteString(":timeouts")
+	base()
+	b.WriteString(":wake:")
+	b.WriteString(c.sub.id)
+	s := b.String()
+	var q queueKeys
+	q.lock, q.fence = s[:n], s[:n+6]
+	s = s[n+6:]
+	q.queue, s = s[:n+6], s[n+6:]
+	q.timeouts, s = s[:n+9], s[n+9:]
+	q.wake, q.own = s[:n+5], s
 	return q
 }
 
 // waiting is the lockKeys a queued shape reports: its waiters listen on own.
-func (k queueKeys) waiting() lockKeys {
+func (k *queueKeys) waiting() lockKeys {
 	l := k.lockKeys
 	l.wake = k.own
 	return l
 }
 
+// begin starts a call of s on the lock's four keys (lock, fence counter,
+// queue, deadlines) with room for n arguments.
+func (k *queueKeys) begin(s *luaScript, n int) []any {
+	return append(s.begin(4, 4+n), &k.lock, &k.fence, &k.queue, &k.timeouts)
+}
+
+// acquireArgs are the keys and ARGV the queue acquire scripts share:
+// holder, op, lease, metadata, fence TTL, queue timeout, Client id,
+// queued; extra arguments follow them.
+func (k *queueKeys) acquireArgs(s *luaScript, a *attempt, extra int) []any {
+	c := a.c
+	return append(k.begin(s, 8+extra), &a.token, &a.op, a.leaseArg(), &a.meta, c.argFenceTTL, a.queueArg(), c.argClient, a.queuedArg())
+}
+
 // queueMember is the attempt's member of a queue (see lua/queue_lib.lua).
-func (c *Client) queueMember(a attempt) string {
+func (c *Client) queueMember(a *attempt) string {
 	return a.op + "|" + a.token + "|" + strconv.FormatInt(ms(a.ttl), 10) + "|" + c.sub.id + "|" + a.meta
-}
-
-// boxed returns d in ms as a script argument, the boxed value when d is in
-// ms what it holds.
-func boxed(d time.Duration, v int64, box any) any {
-	if n := ms(d); n != v {
-		return n
-	}
-	return box
-}
-
-// acquireArgs are the ARGV the queue acquire scripts share: holder, op,
-// lease, metadata, fence TTL, queue timeout, Client id, queued; extra (at
-// most 4) follow them.
-func (k *queueKeys) acquireArgs(a attempt, extra ...any) []any {
-	queued := "0"
-	if a.queued {
-		queued = "1"
-	}
-	args := make([]any, 8, 12)
-	args[0], args[1], args[2], args[3] = a.token, a.op, boxed(a.ttl, k.args.leaseMs, k.args.lease), a.meta
-	args[4], args[5], args[6], args[7] = k.args.fenceTTL, boxed(a.queue, k.args.queueMs, k.args.queue), k.args.client, queued
-	return append(args, extra...)
 }
 
 // listenCheck is the scripts' check flag: "1" when a hand-off must reach a
@@ -100,28 +96,45 @@ func (c *Client) listenCheck() string {
 	return "1"
 }
 
-// queueOps is a queued lock's key operations, with a release that hands the
-// lock to the first live waiter.
-type queueOps struct {
-	keyOps
-	k      *queueKeys
-	handOn *redis.Script
-	withOp bool // the release script takes the Unlock call's operation id (a Mutex's does not: its token makes a release idempotent)
-}
-
-func (o *queueOps) release(ctx context.Context, op string) (releaseResult, error) {
-	a := &o.k.args
-	args := []any{o.holder, a.wake, a.fenceTTL, a.check}
-	if o.withOp {
-		args = []any{o.holder, op, a.wake, a.fenceTTL, a.check}
-	}
-	n, err := scriptCall{o.handOn, o.k.list, args}.run(ctx, o.c.rdb).Int64()
-	return releaseResult(n), err
-}
-
 // usableHandoff reports whether a hand-off for ttl may be taken without a
 // claim: its lease, counted from first (the first attempt's send time: the
 // grant came later), leaves at least half of ttl on the local clock.
 func usableHandoff(first time.Time, ttl time.Duration) bool {
 	return time.Until(first.Add(ttl-Drift(ttl))) > ttl/2
+}
+
+// ttlArg is a renewal's or extension's TTL in ms as a script argument.
+func (c *Client) ttlArg(ttl time.Duration) any {
+	if n := ms(ttl); n != c.leaseMs {
+		return n
+	}
+	return c.argLease
+}
+
+// extendCall is the call of a one-key extend script (mutex_extend.lua,
+// lock_extend.lua) that sets key's TTL if holder still holds it.
+func extendCall(s *luaScript, key, holder *string, ttl any) scriptCall {
+	return scriptCall{s, append(s.begin(1, 3), key, holder, ttl)}
+}
+
+// ownedBy reports whether holder holds the lock a read returned: a Mutex
+// value starts with its token, a Lock hash's o field is its owner.
+func ownedBy(cmd *redis.StringCmd, owned func(v string) bool) (bool, error) {
+	v, err := cmd.Result()
+	switch {
+	case isNil(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return owned(v), nil
+}
+
+// verifyOwned reads key (GET, or HGET of field when field is not "") and
+// reports whether owned says the value is held for us.
+func verifyOwned(ctx context.Context, c *Client, key, field string, owned func(v string) bool) (bool, error) {
+	if field == "" {
+		return ownedBy(c.rdb.Get(ctx, key), owned)
+	}
+	return ownedBy(c.rdb.HGet(ctx, key, field), owned)
 }

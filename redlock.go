@@ -235,8 +235,8 @@ type redShape struct {
 // spec: the keys are the first node's (its wake channel is where waiters
 // of the first Client wait for releases made through it); an attempt asks
 // every node (try).
-func (s redShape) spec() shapeSpec {
-	sp := shapeSpec{kind: "redlock", name: s.r.name, wake: wakeLocal, check: s.validate, try: s.try}
+func (s redShape) spec() *shapeSpec {
+	sp := &shapeSpec{kind: "redlock", name: s.r.name, wake: wakeLocal, check: s.validate, try: s.try}
 	if len(s.r.clients) > 0 && s.r.clients[0] != nil {
 		sp.keys = s.r.clients[0].keys(s.r.name)
 	}
@@ -264,20 +264,20 @@ func (s redShape) validate() error {
 	return nil
 }
 
-func (s redShape) attempt(owner string, ttl time.Duration, meta string) attempt {
-	return attempt{owner: owner, token: owner, op: newOpID(), ttl: ttl, meta: meta}
+func (s redShape) attempt(owner string, ttl time.Duration, now time.Time) *attempt {
+	return ownedAttempt(s.r.clients[0], owner, ttl, now)
 }
 
 // nodeCall is the acquisition on node i: a reentrant Lock.
-func (s redShape) nodeCall(i int, a attempt) scriptCall {
+func (s redShape) nodeCall(i int, a *attempt) scriptCall {
 	c := s.r.clients[i]
 	k := c.keys(s.r.name)
-	return scriptCall{lockAcquire, []string{k.lock, k.fence}, []any{a.owner, a.op, ms(a.ttl), a.meta, ms(c.fenceTTL)}}
+	return lockAcquire.call([]string{k.lock, k.fence}, a.owner, a.op, ms(a.ttl), a.meta, c.argFenceTTL)
 }
 
-func (s redShape) acquireCall(a attempt) scriptCall { return s.nodeCall(0, a) }
+func (s redShape) acquireCall(a *attempt) scriptCall { return s.nodeCall(0, a) }
 
-func (s redShape) try(ctx context.Context, a attempt) (grant, error) {
+func (s redShape) try(ctx context.Context, a *attempt) (grant, error) {
 	name := s.r.name
 	n := len(s.r.clients)
 	q := n/2 + 1
@@ -298,12 +298,11 @@ func (s redShape) try(ctx context.Context, a attempt) (grant, error) {
 	// Healthy nodes are all counted in (their grants belong to the Lease
 	// from the start); a slow one does not hold the attempt up past its grace.
 	replies, finished := s.r.quorum(ctx, budget, 10*time.Millisecond, validity, untilAll, func(ctx context.Context, i int) nodeReply {
-		v, err := s.nodeCall(i, a).run(ctx, s.r.clients[i].rdb).Int64Slice()
+		g, err := readGrant(s.nodeCall(i, a).run(ctx, s.r.clients[i].rdb))
 		if err != nil {
 			return nodeReply{err: err}
 		}
-		g, err := parseGrant(v)
-		return nodeReply{yes: g.ok, fence: g.fence, err: err}
+		return nodeReply{yes: g.ok, fence: g.fence}
 	}, late)
 	elapsed := time.Since(start)
 	yes, no, fence, nodeErr := tally(replies)
@@ -347,7 +346,7 @@ func (s redShape) try(ctx context.Context, a attempt) (grant, error) {
 	return grant{pttl: delay, detail: detail, wake: s.r.clients[0].keys(s.r.name).wake}, nil
 }
 
-func (s redShape) holdID(a attempt) string {
+func (s redShape) holdID(a *attempt) string {
 	ids := make([]string, len(s.r.clients))
 	for i, c := range s.r.clients {
 		ids[i] = fmt.Sprintf("%p", c)
@@ -355,7 +354,7 @@ func (s redShape) holdID(a attempt) string {
 	return "redlock|" + strings.Join(ids, ",") + "|" + s.r.name + "|" + a.owner
 }
 
-func (s redShape) ops(a attempt) holdOps { return redOps{r: s.r, owner: a.owner, att: s.att} }
+func (s redShape) ops(a *attempt) holdOps { return redOps{r: s.r, owner: a.owner, att: s.att} }
 
 // redOps drives a held RedLock over its quorum. It is no renewer: the
 // watchdog renews it through extend.
@@ -372,7 +371,7 @@ func (o redOps) releaseNode(i int) {
 	defer cancel()
 	c := o.r.clients[i]
 	k := c.keys(o.r.name)
-	_ = scriptCall{lockRelease, []string{k.lock}, []any{o.owner, newOpID(), ""}}.run(ctx, c.rdb).Err() // wakes nobody
+	_ = lockRelease.call([]string{k.lock}, o.owner, newOpID(), "").run(ctx, c.rdb).Err() // wakes nobody
 }
 
 // vote runs call on every node and reports true once a quorum said yes,
@@ -398,13 +397,13 @@ func (o redOps) vote(ctx context.Context, what string, stop func(n, q, yes, got 
 func (o redOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	return o.vote(ctx, "extend", untilDecided, func(ctx context.Context, i int) nodeReply {
 		c := o.r.clients[i]
-		call := scriptCall{lockExtend, []string{c.keys(o.r.name).lock}, []any{o.owner, ms(ttl)}}
-		n, err := call.run(ctx, c.rdb).Int64()
+		n, err := lockExtend.call([]string{c.keys(o.r.name).lock}, o.owner, ms(ttl)).runInt(ctx, c.rdb)
 		return nodeReply{yes: err == nil && n == 1, err: err}
 	})
 }
 
-func (o redOps) release(ctx context.Context, op string) (releaseResult, error) {
+func (o redOps) release(ctx context.Context) (Released, error) {
+	op := newOpID()
 	if o.att != nil {
 		o.att.setReleased() // before any release is sent: see redAttempt
 		defer o.att.settle(ctx)
@@ -416,7 +415,7 @@ func (o redOps) release(ctx context.Context, op string) (releaseResult, error) {
 	ok, err := o.vote(ctx, "release", untilAll, func(ctx context.Context, i int) nodeReply {
 		c := o.r.clients[i]
 		k := c.keys(o.r.name)
-		n, err := scriptCall{lockRelease, []string{k.lock}, []any{o.owner, op, k.wake}}.run(ctx, c.rdb).Int64()
+		n, err := lockRelease.call([]string{k.lock}, o.owner, op, k.wake).runInt(ctx, c.rdb)
 		return nodeReply{yes: err == nil && n != int64(releaseNotOurs), err: err}
 	})
 	switch {

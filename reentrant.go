@@ -10,58 +10,87 @@ import (
 // free lock goes to the first live waiter, not to the caller.
 type reentrantShape struct {
 	c      *Client
-	name   string
-	shape  string // kind, and the mark written to the hash ("" for a Lock)
 	strict bool
 	k      queueKeys
-	marks  [2]any // the scripts' shape mark and strict flag (see mark)
 	sp     shapeSpec
 }
 
-// reentrant returns the shape of a Lock (strict false) or a FairLock; it is
-// used by pointer (spec's leave hook points into it).
+// reentrant returns the shape of a Lock (strict false) or a FairLock.
 func (c *Client) reentrant(name string, strict bool) *reentrantShape {
-	s := &reentrantShape{c: c, name: name, shape: "lock", k: c.queueKeys(name), marks: [2]any{"", "0"}}
+	s := &reentrantShape{c: c, strict: strict, k: c.queueKeys(name)}
+	s.sp = shapeSpec{kind: "lock", name: name, keys: s.k.waiting(), wake: wakeHandOff, intReply: true, replicaAck: true, leave: lockLeaveCall}
 	if strict {
-		s.shape, s.strict, s.marks = "fair", true, [2]any{"fair", "1"}
+		s.sp.kind, s.sp.leave = "fair", fairLeaveCall
 	}
-	s.sp = shapeSpec{kind: s.shape, name: s.name, keys: s.k.waiting(), wake: wakeHandOff, replicaAck: true, leave: s.leaveCall}
 	return s
 }
 
-func (s *reentrantShape) spec() shapeSpec { return s.sp }
+func (s *reentrantShape) spec() *shapeSpec { return &s.sp }
 
-func (s *reentrantShape) attempt(owner string, ttl time.Duration, meta string) attempt {
-	return attempt{owner: owner, token: owner, op: newOpID(), ttl: ttl, meta: meta}
+func (s *reentrantShape) attempt(owner string, ttl time.Duration, now time.Time) *attempt {
+	a := ownedAttempt(s.c, owner, ttl, now)
+	a.k = &s.k
+	return a
 }
 
-// mark is the shape mark of the hash ("" for a Lock) and strict as "0"/"1".
-func (s *reentrantShape) mark() (any, any) { return s.marks[0], s.marks[1] }
-
-func (s *reentrantShape) acquireCall(a attempt) scriptCall {
-	mark, strict := s.mark()
-	return scriptCall{reentrantAcquire, s.k.list, s.k.acquireArgs(a, s.k.args.wake, mark, strict, s.k.args.check)}
+// marks are the scripts' shape mark written to the hash ("" for a Lock)
+// and strict flag, for a FairLock (strict) or a Lock.
+func marks(strict bool) (mark, flag any) {
+	if strict {
+		return "fair", "1"
+	}
+	return "", "0"
 }
 
-func (s *reentrantShape) leaveCall(a attempt) scriptCall {
-	mark, strict := s.mark()
-	return scriptCall{reentrantLeave, s.k.list, []any{a.owner, a.op, s.c.queueMember(a), s.k.args.wake, s.k.args.fenceTTL, mark, strict, s.k.args.check}}
+func (s *reentrantShape) acquireCall(a *attempt) scriptCall {
+	mark, strict := marks(s.strict)
+	return scriptCall{reentrantAcquire, append(s.k.acquireArgs(reentrantAcquire, a, 4), &s.k.wake, mark, strict, s.c.argCheck)}
 }
 
-func (s *reentrantShape) holdID(a attempt) string { return s.k.lock + "|" + a.owner }
+// lockLeaveCall and fairLeaveCall are the calls by which a's Acquire of a
+// Lock or a FairLock leaves the queue.
+func lockLeaveCall(a *attempt) scriptCall { return reentrantLeaveCall(a, false) }
+func fairLeaveCall(a *attempt) scriptCall { return reentrantLeaveCall(a, true) }
 
-func (s *reentrantShape) ops(a attempt) holdOps {
-	return &queueOps{keyOps{c: s.c, keys: s.k.lockKeys, lockList: s.k.list[:1], holder: a.owner, extendScript: lockExtend, owned: lockOwned}, &s.k, reentrantRelease, true}
+func reentrantLeaveCall(a *attempt, strict bool) scriptCall {
+	c, k := a.c, a.k
+	mark, flag := marks(strict)
+	args := append(reentrantLeave.begin(4, 12), &k.lock, &k.fence, &k.queue, &k.timeouts,
+		&a.owner, &a.op, c.queueMember(a), &k.wake, c.argFenceTTL, mark, flag, c.argCheck)
+	return scriptCall{reentrantLeave, args}
+}
+
+func (s *reentrantShape) holdID(a *attempt) string { return s.k.lock + "|" + a.owner }
+
+func (s *reentrantShape) ops(a *attempt) holdOps { return (*reentrantOps)(a) }
+
+// reentrantOps are a Lock or FairLock grant's operations: the attempt that
+// won it, held under its owner.
+type reentrantOps attempt
+
+func (o *reentrantOps) renewCalls(ttl time.Duration) []scriptCall {
+	return []scriptCall{extendCall(lockExtend, &o.k.lock, &o.owner, o.c.ttlArg(ttl))}
+}
+
+func (o *reentrantOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
+	n, err := extendCall(lockExtend, &o.k.lock, &o.owner, o.c.ttlArg(ttl)).runInt(ctx, o.c.rdb)
+	return n == 1, err
+}
+
+// release undoes one hold: the Unlock call's operation id makes a retry
+// that was already applied change nothing.
+func (o *reentrantOps) release(ctx context.Context) (Released, error) {
+	c := o.c
+	args := append(o.k.begin(reentrantRelease, 5), &o.owner, newOpID(), &o.k.wake, c.argFenceTTL, c.argCheck)
+	n, err := scriptCall{reentrantRelease, args}.runInt(ctx, c.rdb)
+	return Released(n), err
+}
+
+func (o *reentrantOps) verify(ctx context.Context) (bool, error) {
+	return verifyOwned(ctx, o.c, o.k.lock, "o", func(v string) bool { return v == o.owner })
 }
 
 // lockOwned reads a Lock key and reports whether holder owns it.
 func lockOwned(ctx context.Context, c *Client, key, holder string) (bool, error) {
-	o, err := c.rdb.HGet(ctx, key, "o").Result()
-	if err != nil {
-		if isNil(err) {
-			return false, nil
-		}
-		return false, err
-	}
-	return o == holder, nil
+	return verifyOwned(ctx, c, key, "o", func(v string) bool { return v == holder })
 }

@@ -10,7 +10,7 @@ import (
 
 // grantReplicated runs one acquire attempt followed by WAIT on the same
 // connection to the key's master (see ReplicaAck).
-func (c *Client) grantReplicated(ctx context.Context, sh redisShape, spec shapeSpec, a attempt, cfg acquireConfig) (grant, error) {
+func (c *Client) grantReplicated(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, cfg acquireConfig) (grant, error) {
 	name := spec.name
 	conn, err := c.masterFor(ctx, spec.keys.lock)
 	if err != nil {
@@ -34,13 +34,9 @@ func (c *Client) grantReplicated(ctx context.Context, sh redisShape, spec shapeS
 			_ = p.Process(ctx, wait)
 		}
 	})[0]
-	v, err := acq.Int64Slice()
+	g, err := readGrant(acq)
 	if err != nil {
 		return grant{}, redisErr(ctx, "acquire", name, err)
-	}
-	g, err := parseGrant(v)
-	if err != nil {
-		return grant{}, wrap("acquire", name, err)
 	}
 	if !g.ok || wait == nil {
 		return g, nil
@@ -50,7 +46,7 @@ func (c *Client) grantReplicated(ctx context.Context, sh redisShape, spec shapeS
 		return g, nil
 	}
 	// Undo this acquisition (for a re-entry: this one hold only).
-	_, _ = sh.ops(a).release(context.WithoutCancel(ctx), newOpID())
+	_, _ = sh.ops(a).release(context.WithoutCancel(ctx))
 	if err != nil {
 		return grant{}, wrap("acquire", name, fmt.Errorf("%w: %v", ErrNotReplicated, err))
 	}

@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -39,6 +40,8 @@ var (
 type RWLock struct {
 	c    *Client
 	name string
+	once sync.Once
+	s    *rwSides
 }
 
 // RWLock returns the read-write lock called name. The name is checked by
@@ -83,77 +86,88 @@ func (rw *RWLock) keys() rwKeys {
 	return rwKeys{lockKeys: k, readers: k.lock + ":rw:readers", holds: k.lock + ":rw:holds", writers: k.lock + ":rw:writers"}
 }
 
+// rwSides is what both sides of one RWLock object share: its keys and the
+// two shapes' specs, built on the first Acquire.
+type rwSides struct {
+	k           rwKeys
+	read, write shapeSpec
+}
+
+func (rw *RWLock) sides() *rwSides {
+	rw.once.Do(func() {
+		k := rw.keys()
+		rw.s = &rwSides{k: k}
+		rw.s.read = shapeSpec{kind: "rw_read", name: rw.name, keys: k.lockKeys, wake: wakeShared, replicaAck: true}
+		rw.s.write = shapeSpec{kind: "rw_write", name: rw.name, keys: k.lockKeys, wake: wakeShared, replicaAck: true, leave: rw.writeLeaveCall}
+	})
+	return rw.s
+}
+
 type readShape struct{ rw *RWLock }
 
-func (s readShape) spec() shapeSpec {
-	return shapeSpec{kind: "rw_read", name: s.rw.name, keys: s.rw.keys().lockKeys, wake: wakeShared, replicaAck: true}
+func (s readShape) spec() *shapeSpec { return &s.rw.sides().read }
+
+func (s readShape) attempt(owner string, ttl time.Duration, now time.Time) *attempt {
+	return ownedAttempt(s.rw.c, owner, ttl, now)
 }
 
-func (s readShape) attempt(owner string, ttl time.Duration, meta string) attempt {
-	return attempt{owner: owner, token: owner, op: newOpID(), ttl: ttl, meta: meta}
+func (s readShape) acquireCall(a *attempt) scriptCall {
+	k := &s.rw.sides().k
+	return rwReadAcquire.call([]string{k.lock, k.fence, k.readers, k.holds, k.writers},
+		a.owner, a.op, ms(a.ttl), a.meta, a.c.argFenceTTL)
 }
 
-func (s readShape) acquireCall(a attempt) scriptCall {
-	k := s.rw.keys()
-	return scriptCall{rwReadAcquire, []string{k.lock, k.fence, k.readers, k.holds, k.writers},
-		[]any{a.owner, a.op, ms(a.ttl), a.meta, ms(s.rw.c.fenceTTL)}}
-}
+func (s readShape) holdID(a *attempt) string { return s.rw.sides().k.readers + "|" + a.owner }
 
-func (s readShape) holdID(a attempt) string { return s.rw.keys().readers + "|" + a.owner }
-
-func (s readShape) ops(a attempt) holdOps { return readOps{c: s.rw.c, k: s.rw.keys(), owner: a.owner} }
+func (s readShape) ops(a *attempt) holdOps { return readOps{c: s.rw.c, k: &s.rw.sides().k, owner: a.owner} }
 
 // readOps drives one owner's read hold.
 type readOps struct {
 	c     *Client
-	k     rwKeys
+	k     *rwKeys
 	owner string
 }
 
 func (o readOps) renewCalls(ttl time.Duration) []scriptCall {
-	return []scriptCall{{rwReadExtend, []string{o.k.readers, o.k.holds}, []any{o.owner, ms(ttl)}}}
+	return []scriptCall{rwReadExtend.call([]string{o.k.readers, o.k.holds}, o.owner, ms(ttl))}
 }
 
 func (o readOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := o.renewCalls(ttl)[0].run(ctx, o.c.rdb).Int64()
+	n, err := o.renewCalls(ttl)[0].runInt(ctx, o.c.rdb)
 	return n == 1, err
 }
 
-func (o readOps) release(ctx context.Context, op string) (releaseResult, error) {
-	call := scriptCall{rwReadRelease, []string{o.k.readers, o.k.holds}, []any{o.owner, op, o.k.wake}}
-	n, err := call.run(ctx, o.c.rdb).Int64()
-	return releaseResult(n), err
+func (o readOps) release(ctx context.Context) (Released, error) {
+	n, err := rwReadRelease.call([]string{o.k.readers, o.k.holds}, o.owner, newOpID(), o.k.wake).runInt(ctx, o.c.rdb)
+	return Released(n), err
 }
 
 func (o readOps) verify(ctx context.Context) (bool, error) {
-	n, err := scriptCall{zsetLive, []string{o.k.readers}, []any{o.owner}}.run(ctx, o.c.rdb).Int64()
+	n, err := zsetLive.call([]string{o.k.readers}, o.owner).runInt(ctx, o.c.rdb)
 	return n == 1, err
 }
 
 type writeShape struct{ rw *RWLock }
 
-func (s writeShape) spec() shapeSpec {
-	return shapeSpec{kind: "rw_write", name: s.rw.name, keys: s.rw.keys().lockKeys, wake: wakeShared, replicaAck: true, leave: s.leaveCall}
+func (s writeShape) spec() *shapeSpec { return &s.rw.sides().write }
+
+func (s writeShape) attempt(owner string, ttl time.Duration, now time.Time) *attempt {
+	return ownedAttempt(s.rw.c, owner, ttl, now)
 }
 
-func (s writeShape) attempt(owner string, ttl time.Duration, meta string) attempt {
-	return attempt{owner: owner, token: owner, op: newOpID(), ttl: ttl, meta: meta}
+func (s writeShape) acquireCall(a *attempt) scriptCall {
+	k := &s.rw.sides().k
+	return rwWriteAcquire.call([]string{k.lock, k.fence, k.readers, k.holds, k.writers},
+		a.owner, a.op, ms(a.ttl), a.meta, a.c.argFenceTTL, ms(a.queue), a.c.argClient)
 }
 
-func (s writeShape) acquireCall(a attempt) scriptCall {
-	k := s.rw.keys()
-	return scriptCall{rwWriteAcquire, []string{k.lock, k.fence, k.readers, k.holds, k.writers},
-		[]any{a.owner, a.op, ms(a.ttl), a.meta, ms(s.rw.c.fenceTTL), ms(a.queue), s.rw.c.sub.id}}
+func (rw *RWLock) writeLeaveCall(a *attempt) scriptCall {
+	k := &rw.sides().k
+	return rwWriteLeave.call([]string{k.lock, k.readers, k.holds, k.writers}, a.owner, a.op, rw.c.queueMember(a), k.wake)
 }
 
-func (s writeShape) leaveCall(a attempt) scriptCall {
-	k := s.rw.keys()
-	return scriptCall{rwWriteLeave, []string{k.lock, k.readers, k.holds, k.writers},
-		[]any{a.owner, a.op, s.rw.c.queueMember(a), k.wake}}
-}
+func (s writeShape) holdID(a *attempt) string { return s.rw.sides().k.lock + "|" + a.owner }
 
-func (s writeShape) holdID(a attempt) string { return s.rw.keys().lock + "|" + a.owner }
-
-func (s writeShape) ops(a attempt) holdOps {
-	return &keyOps{c: s.rw.c, keys: s.rw.keys().lockKeys, holder: a.owner, releaseScript: rwWriteRelease, extendScript: lockExtend, owned: lockOwned, releaseOp: true}
+func (s writeShape) ops(a *attempt) holdOps {
+	return &keyOps{c: s.rw.c, keys: s.rw.sides().k.lockKeys, holder: a.owner, releaseScript: rwWriteRelease, extendScript: lockExtend, owned: lockOwned, releaseOp: true}
 }

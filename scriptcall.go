@@ -2,28 +2,98 @@ package dlock
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// scriptCall is one invocation of a script.
+// luaScript is one Lua script: run by EVALSHA, and by EVAL when the server
+// answers NOSCRIPT (a restarted server, SCRIPT FLUSH, a failover). Its
+// source and hash are boxed once, so a call boxes nothing of them.
+type luaScript struct {
+	src, hash     string
+	srcArg, shaArg any
+}
+
+func newLuaScript(src string) *luaScript {
+	h := sha1.Sum([]byte(src))
+	s := &luaScript{src: src, hash: hex.EncodeToString(h[:])}
+	s.srcArg, s.shaArg = s.src, s.hash
+	return s
+}
+
+// scriptCall is one invocation of a script: the whole EVALSHA command,
+// "evalsha", hash, number of keys, keys, arguments.
 type scriptCall struct {
-	s    *redis.Script
-	keys []string
+	s    *luaScript
 	args []any
 }
 
+// header is where a script call's KEYS start in its command.
+const header = 3
+
+// begin returns the start of a call of s with room for n more elements (its
+// keys and arguments): the one allocation of the call's arguments. Keys and
+// arguments that live as long as the call may be given as *string or
+// *int64 (go-redis writes them as values): boxing a pointer allocates
+// nothing.
+func (s *luaScript) begin(keys, n int) []any {
+	a := make([]any, header, header+n)
+	a[0], a[1], a[2] = "evalsha", s.shaArg, keys
+	return a
+}
+
+// call builds a call of s with keys and args (a call off the hot path:
+// each key is boxed).
+func (s *luaScript) call(keys []string, args ...any) scriptCall {
+	a := s.begin(len(keys), len(keys)+len(args))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	return scriptCall{s, append(a, args...)}
+}
+
+// evalArgs is the call as EVAL (a copy: the EVALSHA form stays as it is).
+func (sc scriptCall) evalArgs() []any {
+	a := make([]any, len(sc.args))
+	copy(a, sc.args)
+	a[0], a[1] = "eval", sc.s.srcArg
+	return a
+}
+
 // run runs the call by EVALSHA, with EVAL on NOSCRIPT.
-func (sc scriptCall) run(ctx context.Context, rdb redis.Scripter) *redis.Cmd {
-	return sc.s.Run(ctx, rdb, sc.keys, sc.args...)
+func (sc scriptCall) run(ctx context.Context, rdb redis.UniversalClient) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, sc.args...)
+	_ = rdb.Process(ctx, cmd)
+	if isNoScript(cmd.Err()) {
+		cmd = redis.NewCmd(ctx, sc.evalArgs()...)
+		_ = rdb.Process(ctx, cmd)
+	}
+	return cmd
+}
+
+// runInt runs a call whose script returns an integer: the reply is read
+// straight into an int64 (no boxing).
+func (sc scriptCall) runInt(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
+	cmd := redis.NewIntCmd(ctx, sc.args...)
+	_ = rdb.Process(ctx, cmd)
+	if isNoScript(cmd.Err()) {
+		cmd = redis.NewIntCmd(ctx, sc.evalArgs()...)
+		_ = rdb.Process(ctx, cmd)
+	}
+	return cmd.Result()
 }
 
 // queue adds the call to a pipeline by EVALSHA (or EVAL when eval is true).
 func (sc scriptCall) queue(ctx context.Context, p redis.Pipeliner, eval bool) *redis.Cmd {
+	args := sc.args
 	if eval {
-		return sc.s.Eval(ctx, p, sc.keys, sc.args...)
+		args = sc.evalArgs()
 	}
-	return sc.s.EvalSha(ctx, p, sc.keys, sc.args...)
+	cmd := redis.NewCmd(ctx, args...)
+	_ = p.Process(ctx, cmd)
+	return cmd
 }
 
 // pipelined runs calls in one pipeline made by pipe, by EVALSHA; the calls

@@ -13,7 +13,7 @@ var luaFiles embed.FS
 
 // Scripts are immutable after package initialisation; each carries its SHA1
 // and runs by EVALSHA, falling back to EVAL when the server answers NOSCRIPT
-// (a restarted server, SCRIPT FLUSH, a failover).
+// (a restarted server, SCRIPT FLUSH, a failover): see luaScript.
 var (
 	mutexAcquire     = queued("mutex_acquire.lua", "mutex_lib.lua")
 	mutexRelease     = queued("mutex_release.lua", "mutex_lib.lua")
@@ -37,18 +37,18 @@ func readLua(name string) string {
 }
 
 // plain is a script used as it is.
-func plain(name string) *redis.Script { return redis.NewScript(readLua(name)) }
+func plain(name string) *luaScript { return newLuaScript(readLua(name)) }
 
 // granting is a script that grants locks: fence.lua (next_fence) is prepended.
-func granting(name string) *redis.Script {
-	return redis.NewScript(readLua("fence.lua") + "\n" + readLua(name))
+func granting(name string) *luaScript {
+	return newLuaScript(readLua("fence.lua") + "\n" + readLua(name))
 }
 
 // queued is a script of a lock with a waiter queue: fence.lua, queue_lib.lua
 // and the shape's own library are prepended (and lib.lua for the reentrant
 // shapes, which use keep). Every prepended function is created anew on each
 // call, so a script gets only the libraries it uses.
-func queued(name, lib string) *redis.Script {
+func queued(name, lib string) *luaScript {
 	if lib == "reentrant_lib.lua" {
 		return withLibs(name, "fence.lua", "lib.lua", "queue_lib.lua", lib)
 	}
@@ -57,19 +57,42 @@ func queued(name, lib string) *redis.Script {
 
 // withLibs is the script name with library files (fence.lua, lib.lua, ...:
 // local functions, not scripts of their own) prepended in the order given.
-func withLibs(name string, libs ...string) *redis.Script {
+// A script with a "--@libraries" line gets every library but fence.lua
+// there instead: the path above that line (a free lock's grant, an
+// unwaited release) runs before the other libraries' functions are defined,
+// and pays for none of them.
+func withLibs(name string, libs ...string) *luaScript {
+	src := readLua(name)
+	head, tail, split := strings.Cut(src, libMarker)
 	var b strings.Builder
 	for _, l := range libs {
+		if split && l != "fence.lua" {
+			continue
+		}
 		b.WriteString(readLua(l))
 		b.WriteString("\n")
 	}
-	b.WriteString(readLua(name))
-	return redis.NewScript(b.String())
+	if !split {
+		b.WriteString(src)
+		return newLuaScript(b.String())
+	}
+	b.WriteString(head)
+	for _, l := range libs {
+		if l != "fence.lua" {
+			b.WriteString(readLua(l))
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString(tail)
+	return newLuaScript(b.String())
 }
+
+// libMarker is the line where a script wants its libraries (see withLibs).
+const libMarker = "--@libraries\n"
 
 // isNoScript reports whether err is Redis's NOSCRIPT reply.
 func isNoScript(err error) bool {
-	return redis.HasErrorPrefix(err, "NOSCRIPT")
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
 // redisErr wraps an error from Redis for operation op on lock name: WRONGTYPE

@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -27,6 +28,8 @@ type Semaphore struct {
 	c       *Client
 	name    string
 	permits int
+	once    sync.Once
+	k       *semKeys
 }
 
 // Semaphore returns the semaphore called name with the given number of
@@ -67,7 +70,7 @@ func (s *Semaphore) Release(ctx context.Context, id string) error {
 	if len(id) != 32 {
 		return wrap("release", s.name, fmt.Errorf("%w: permit id %q", ErrNotHeld, id))
 	}
-	n, err := s.ops(id).releaseCall(newOpID()).run(ctx, s.c.rdb).Int64()
+	n, err := s.ops(id).releaseCall().runInt(ctx, s.c.rdb)
 	if err != nil {
 		return redisErr(ctx, "release", s.name, err)
 	}
@@ -83,9 +86,12 @@ type semKeys struct {
 	data     string
 }
 
-func (s *Semaphore) keys() semKeys {
-	k := s.c.keys(s.name)
-	return semKeys{lockKeys: k, data: k.lock + ":permits"}
+func (s *Semaphore) keys() *semKeys {
+	s.once.Do(func() {
+		k := s.c.keys(s.name)
+		s.k = &semKeys{lockKeys: k, data: k.lock + ":permits"}
+	})
+	return s.k
 }
 
 func (s *Semaphore) ops(id string) semOps { return semOps{c: s.c, k: s.keys(), id: id} }
@@ -96,8 +102,8 @@ type semShape struct {
 	k int
 }
 
-func (sh semShape) spec() shapeSpec {
-	return shapeSpec{kind: "semaphore", name: sh.s.name, keys: sh.s.keys().lockKeys, wake: wakeShared, check: sh.validate, replicaAck: true}
+func (sh semShape) spec() *shapeSpec {
+	return &shapeSpec{kind: "semaphore", name: sh.s.name, keys: sh.s.keys().lockKeys, wake: wakeShared, check: sh.validate, replicaAck: true}
 }
 
 func (sh semShape) validate() error {
@@ -113,34 +119,35 @@ func (sh semShape) validate() error {
 	return nil
 }
 
-func (sh semShape) attempt(owner string, ttl time.Duration, meta string) attempt {
-	a := attempt{owner: owner, op: newOpID(), ttl: ttl, meta: meta}
+func (sh semShape) attempt(owner string, ttl time.Duration, now time.Time) *attempt {
+	a := newAttempt(sh.s.c, owner, ttl, now)
+	a.op = newOpID() // the token is the permit's own: not an id of the call
 	if sh.k == 1 {
-		a.token = newToken()
 		return a
 	}
+	a.token = ""
 	for range sh.k {
 		a.tokens = append(a.tokens, newToken())
 	}
 	return a
 }
 
-func (sh semShape) acquireCall(a attempt) scriptCall {
+func (sh semShape) acquireCall(a *attempt) scriptCall {
 	k := sh.s.keys()
-	args := []any{sh.s.permits, ms(a.ttl), a.meta, ms(sh.s.c.fenceTTL)}
+	args := []any{sh.s.permits, ms(a.ttl), a.meta, a.c.argFenceTTL}
 	if len(a.tokens) == 0 {
 		args = append(args, a.token)
 	}
 	for _, id := range a.tokens {
 		args = append(args, id)
 	}
-	return scriptCall{semAcquire, []string{k.lock, k.data, k.fence}, args}
+	return semAcquire.call([]string{k.lock, k.data, k.fence}, args...)
 }
 
-func (sh semShape) holdID(a attempt) string { return sh.s.keys().lock + "|" + a.token }
+func (sh semShape) holdID(a *attempt) string { return sh.s.keys().lock + "|" + a.token }
 
 // ops drives the attempt's permit, or all its permits (to undo a grant).
-func (sh semShape) ops(a attempt) holdOps {
+func (sh semShape) ops(a *attempt) holdOps {
 	if len(a.tokens) == 0 {
 		return sh.s.ops(a.token)
 	}
@@ -154,30 +161,30 @@ func (sh semShape) ops(a attempt) holdOps {
 // semOps drives one permit.
 type semOps struct {
 	c  *Client
-	k  semKeys
+	k  *semKeys
 	id string
 }
 
-func (o semOps) releaseCall(string) scriptCall {
-	return scriptCall{semRelease, []string{o.k.lock, o.k.data}, []any{o.id, o.k.wake}}
+func (o semOps) releaseCall() scriptCall {
+	return semRelease.call([]string{o.k.lock, o.k.data}, o.id, o.k.wake)
 }
 
 func (o semOps) renewCalls(ttl time.Duration) []scriptCall {
-	return []scriptCall{{semExtend, []string{o.k.lock, o.k.data}, []any{o.id, ms(ttl)}}}
+	return []scriptCall{semExtend.call([]string{o.k.lock, o.k.data}, o.id, ms(ttl))}
 }
 
 func (o semOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := o.renewCalls(ttl)[0].run(ctx, o.c.rdb).Int64()
+	n, err := o.renewCalls(ttl)[0].runInt(ctx, o.c.rdb)
 	return n == 1, err
 }
 
-func (o semOps) release(ctx context.Context, op string) (releaseResult, error) {
-	n, err := o.releaseCall(op).run(ctx, o.c.rdb).Int64()
-	return releaseResult(n), err
+func (o semOps) release(ctx context.Context) (Released, error) {
+	n, err := o.releaseCall().runInt(ctx, o.c.rdb)
+	return Released(n), err
 }
 
 func (o semOps) verify(ctx context.Context) (bool, error) {
-	n, err := scriptCall{zsetLive, []string{o.k.lock}, []any{o.id}}.run(ctx, o.c.rdb).Int64()
+	n, err := zsetLive.call([]string{o.k.lock}, o.id).runInt(ctx, o.c.rdb)
 	return n == 1, err
 }
 
@@ -189,10 +196,10 @@ func (p permitsOps) extend(context.Context, time.Duration) (bool, error) {
 	return false, fmt.Errorf("dlock: extend of a whole grant of permits")
 }
 
-func (p permitsOps) release(ctx context.Context, op string) (releaseResult, error) {
+func (p permitsOps) release(ctx context.Context) (Released, error) {
 	res := releaseFree
 	for _, o := range p {
-		r, err := o.release(ctx, op)
+		r, err := o.release(ctx)
 		if err != nil {
 			return releaseNotOurs, err
 		}

@@ -12,17 +12,18 @@ import (
 // test: nothing else changes.
 type redisShape interface {
 	// spec describes the shape to the acquire loop.
-	spec() shapeSpec
-	// attempt prepares one Acquire call by owner for a lease of ttl.
-	attempt(owner string, ttl time.Duration, meta string) attempt
+	spec() *shapeSpec
+	// attempt prepares one Acquire call by owner (the ctx's; "" if it
+	// carries none) for a lease of ttl, its grant made at now.
+	attempt(owner string, ttl time.Duration, now time.Time) *attempt
 	// acquireCall is the script call that grants (or re-enters) the lock.
-	acquireCall(a attempt) scriptCall
+	acquireCall(a *attempt) scriptCall
 	// ops drives a granted attempt.
-	ops(a attempt) holdOps
+	ops(a *attempt) holdOps
 	// holdID identifies the grant among a Client's holds: a reentrant
 	// shape returns the same id for the same owner (its Leases share one
 	// hold), other shapes one id per grant.
-	holdID(a attempt) string
+	holdID(a *attempt) string
 }
 
 // shapeSpec is what the acquire loop knows of a shape. A nil hook takes the
@@ -32,11 +33,14 @@ type shapeSpec struct {
 	name string   // the lock name (a MultiLock: its members, joined)
 	keys lockKeys // the lock, its fence counter, its wake channel
 	wake wakeMode
+	// intReply: the acquire script answers one integer (see intGrant)
+	// instead of an array.
+	intReply bool
 	// check validates the shape's own arguments; nil: the name is checked.
 	check func() error
 	// try runs one attempt; nil: acquireCall once (followed by WAIT on the
 	// same connection when ReplicaAck asks for it).
-	try func(ctx context.Context, a attempt) (grant, error)
+	try func(ctx context.Context, a *attempt) (grant, error)
 	// replicaAck: ReplicaAck may be asked of this shape (its grant is one
 	// script on one master).
 	replicaAck bool
@@ -48,7 +52,7 @@ type shapeSpec struct {
 	// a lease. nil: the shape's waiters keep no place in Redis. Waiters with
 	// a place refresh it on every attempt, at least every third of the
 	// queue timeout.
-	leave func(a attempt) scriptCall
+	leave func(a *attempt) scriptCall
 }
 
 // wakeMode is how a shape's waiters learn that the lock was released.
@@ -68,28 +72,106 @@ const (
 )
 
 // attempt is one Acquire call: ids that stay the same across its retries, so
-// that a retry whose first reply was lost is recognised as ours.
+// that a retry whose first reply was lost is recognised as ours. Once
+// granted it is the grant's operations (the seam's GrantOps): it lives as
+// long as the hold, and a call boxes its fields by pointer.
 type attempt struct {
-	owner  string   // the lease context's owner
-	token  string   // the holder id written to Redis (owner, or per-call token)
-	tokens []string // several holder ids granted at once (Semaphore permits), one Lease each
-	op     string   // operation id of this Acquire call
+	c      *Client
+	k      *queueKeys // the keys of a queued shape (Mutex, Lock, FairLock)
+	owner  string     // the lease context's owner ("" when none is needed yet)
+	token  string     // the holder id written to Redis (owner, or per-call token)
+	tokens []string   // several holder ids granted at once (Semaphore permits), one Lease each
+	op     string     // operation id of this Acquire call
+	meta   string     // holder metadata
 	ttl    time.Duration
-	meta   string
 	queue  time.Duration // a queued shape's place timeout; 0: try without queueing (Wait(0))
 	queued bool          // an earlier attempt of this call queued it
+
+	leaseMs, queueMs int64   // ttl and queue in ms, for pointer-boxed arguments
+	ops              holdOps // the grant's operations, once granted
+}
+
+// newAttempt is an attempt whose token is new (32 hex characters) and
+// whose operation id is its first 16: one allocation for both and the
+// holder metadata.
+func newAttempt(c *Client, owner string, ttl time.Duration, now time.Time) *attempt {
+	a := &attempt{c: c, owner: owner, ttl: ttl, leaseMs: ms(ttl)}
+	var buf [128]byte
+	b := appendToken(buf[:0])
+	b = c.appendMeta(b, now)
+	s := string(b)
+	a.token, a.op, a.meta = s[:32], s[:16], s[32:]
+	return a
+}
+
+// ownedAttempt is an attempt held under owner (a reentrant shape's holder
+// id: the ctx's owner, or a new one), with an operation id of its own.
+func ownedAttempt(c *Client, owner string, ttl time.Duration, now time.Time) *attempt {
+	if owner == "" {
+		a := newAttempt(c, "", ttl, now)
+		a.owner = a.token
+		return a
+	}
+	return &attempt{c: c, owner: owner, token: owner, op: newOpID(), meta: c.holderMeta(now), ttl: ttl, leaseMs: ms(ttl)}
+}
+
+// leaseArg is the attempt's lease in ms as a script argument.
+func (a *attempt) leaseArg() any {
+	if a.leaseMs == a.c.leaseMs {
+		return a.c.argLease
+	}
+	return &a.leaseMs
+}
+
+// queueArg is the attempt's queue timeout in ms as a script argument.
+func (a *attempt) queueArg() any {
+	switch {
+	case a.queue == 0:
+		return 0
+	case a.queueMs == a.c.queueMs:
+		return a.c.argQueue
+	}
+	return &a.queueMs
+}
+
+// queuedArg is "1" if an earlier attempt of this call queued it.
+func (a *attempt) queuedArg() any {
+	if a.queued {
+		return "1"
+	}
+	return "0"
 }
 
 // each returns the attempt once per grant it asks for (several for a
 // multi-permit acquisition).
-func (a attempt) each() []attempt {
+func (a *attempt) each() []*attempt {
 	if len(a.tokens) == 0 {
-		return []attempt{a}
+		return []*attempt{a}
 	}
-	out := make([]attempt, len(a.tokens))
+	out := make([]*attempt, len(a.tokens))
 	for i, tok := range a.tokens {
-		out[i] = a
-		out[i].token, out[i].tokens = tok, nil
+		one := *a
+		one.token, one.tokens, one.ops = tok, nil, nil
+		out[i] = &one
 	}
 	return out
+}
+
+// Release, Extend and Verify make a granted attempt the seam's GrantOps:
+// its shape's hold operations, with Redis error replies mapped to
+// sentinels.
+
+func (a *attempt) Release(ctx context.Context) (Released, error) {
+	res, err := a.ops.release(ctx)
+	return res, redisCause(err)
+}
+
+func (a *attempt) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
+	ok, err := a.ops.extend(ctx, ttl)
+	return ok, redisCause(err)
+}
+
+func (a *attempt) Verify(ctx context.Context) (bool, error) {
+	ok, err := a.ops.verify(ctx)
+	return ok, redisCause(err)
 }

@@ -148,10 +148,10 @@ func (w *watchdog) settle(h *Hold, sent time.Time, err error) {
 
 // renewerOf returns h's Redis ops as a renewer, if they are one.
 func renewerOf(h *Hold) (renewer, bool) {
-	ro, ok := h.Ops().(redisOps)
+	a, ok := h.Ops().(*attempt)
 	if !ok {
 		return nil, false
 	}
-	r, ok := ro.o.(renewer)
+	r, ok := a.ops.(renewer)
 	return r, ok
 }

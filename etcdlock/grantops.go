@@ -69,7 +69,10 @@ func (o *grantOps) Verify(ctx context.Context) (bool, error) {
 // Extend makes etcd keep the key for at least ttl from now. A key on the
 // session: one keepalive (ttl may not exceed the session's TTL: the session
 // renews it). A key on a lease of its own: a keepalive of that lease when
-// ttl fits in its TTL, else the key moves to a new lease of ttl.
+// ttl fits in its TTL, else the key moves to a new lease of ttl and the old
+// lease is revoked before Extend returns (if etcd cannot be reached for the
+// revoke, it is retried in the background; the old lease holds nothing any
+// more either way, and expires by itself at its TTL).
 func (o *grantOps) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	o.mu.Lock()
 	s, lease, leaseTTL := o.sess, o.lease, o.leaseTTL
@@ -110,7 +113,9 @@ func (o *grantOps) Extend(ctx context.Context, ttl time.Duration) (bool, error) 
 	o.mu.Lock()
 	o.lease, o.leaseTTL = lr.ID, time.Duration(lr.TTL)*time.Second
 	o.mu.Unlock()
-	o.c.revokeLater(lease)
+	if _, err := o.c.cli.Revoke(ctx, lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		o.c.revokeLater(lease)
+	}
 	return true, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -344,3 +345,84 @@ func TestAcquireHonoursDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestLateGrantsSayWhy delays every reply past the lease (toxiproxy
+// latency 1.2 s, lease 1 s): each grant arrives after its lease ran out on
+// the client's clock, is given back, and Acquire tries again until its ctx
+// ends. The error it returns wraps ctx's error and says why no grant could
+// be used; the grants it gave back leave no key held.
+func TestLateGrantsSayWhy(t *testing.T) {
+	noLeaks(t)
+	srv := redistest.Start(t)
+	px := newProxy(t, srv.Addr())
+	rdb := newRDB(t, px.Addr(), func(o *redis.Options) { o.ReadTimeout = 5 * time.Second })
+	c := newClient(t, rdb)
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := px.Delay(1200 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	l, err := c.Mutex("late-why").Acquire(ctx, dlock.LeaseTime(time.Second))
+	if err == nil {
+		l.Unlock(context.Background())
+		t.Fatal("Acquire with every reply later than the lease succeeded")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Acquire = %v, want an error wrapping context.DeadlineExceeded", err)
+	}
+	if !strings.Contains(err.Error(), "after their lease ran out") && !strings.Contains(err.Error(), "after its lease ran out") {
+		t.Errorf("Acquire = %q: the error does not say that the grants came too late", err)
+	}
+	if err := px.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close() // waits for the give-backs still in flight
+	if keys := leakedKeys(t, newRDB(t, srv.Addr())); len(keys) > 0 {
+		t.Errorf("keys left after the late grants were given back: %v", keys)
+	}
+}
+
+// TestCancelWithoutDeadline sends Acquire into a black hole with a ctx that
+// is cancelled but has no deadline: a round trip in flight ends by the
+// client's ReadTimeout (as every go-redis call does), and Acquire then
+// returns an error wrapping context.Canceled, not a lease.
+func TestCancelWithoutDeadline(t *testing.T) {
+	const readTimeout = 500 * time.Millisecond
+	noLeaks(t)
+	srv := redistest.Start(t)
+	px := newProxy(t, srv.Addr())
+	rdb := newRDB(t, px.Addr(), func(o *redis.Options) { o.ReadTimeout, o.MaxRetries = readTimeout, -1 })
+	c := newClient(t, rdb)
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := px.Blackhole(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	l, err := c.Mutex("bh-cancel").Acquire(ctx)
+	took := time.Since(start)
+	if err == nil {
+		l.Unlock(context.Background())
+		t.Fatal("Acquire through a black hole succeeded")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Acquire = %v, want an error wrapping context.Canceled", err)
+	}
+	if took > readTimeout+leaveGraceSlack {
+		t.Errorf("Acquire returned %v after a cancel at 100 ms; the client's ReadTimeout is %v", took, readTimeout)
+	}
+	report(t, map[string]any{"test": t.Name(), "cancel_at_ms": 100, "read_timeout_ms": ms(readTimeout), "returned_after_ms": ms(took)})
+	if err := px.Heal(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// leaveGraceSlack covers the 200 ms an Acquire whose ctx was cancelled
+// waits for its queue place to be left, and scheduling.
+const leaveGraceSlack = 600 * time.Millisecond

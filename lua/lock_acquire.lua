@@ -23,8 +23,8 @@ if not o then
   if redis.call('EXISTS', KEYS[1]) == 1 then
     return redis.error_reply('WRONGTYPE lock key holds a hash of another shape')
   end
-  local t = next_fence(KEYS[2], ARGV[5])
-  redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 't', string.format('%.0f', t), 'm', ARGV[4], 'x', ARGV[2])
+  local t, digits = next_fence(KEYS[2], ARGV[5])
+  redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 't', digits, 'm', ARGV[4], 'x', ARGV[2])
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
   return {1, t, 1}
 end

@@ -38,8 +38,9 @@ for i = 1, n do
   local k = KEYS[2 * i - 1]
   local t
   if not redis.call('HGET', k, 'o') then
-    t = next_fence(KEYS[2 * i], ARGV[5])
-    redis.call('HSET', k, 'o', ARGV[1], 'n', 1, 't', string.format('%.0f', t), 'm', ARGV[4], 'x', ARGV[2])
+    local digits
+    t, digits = next_fence(KEYS[2 * i], ARGV[5])
+    redis.call('HSET', k, 'o', ARGV[1], 'n', 1, 't', digits, 'm', ARGV[4], 'x', ARGV[2])
     redis.call('PEXPIRE', k, ARGV[3])
   else
     t = tonumber(redis.call('HGET', k, 't'))

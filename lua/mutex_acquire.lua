@@ -21,29 +21,41 @@
 -- attempt that finds it held also consumes a fence (tokens have gaps; they
 -- still strictly increase).
 --
--- Returns {1, fence}  granted; also when the key already holds ARGV[1]: it was
+-- Returns fence > 0   granted; also when the key already holds ARGV[1]: it was
 --                     handed to this call, or this is a retry whose first
 --                     reply was lost; the TTL becomes the lease
---         {0, pttl}   held by someone else; pttl is the holder's remaining TTL
---                     in ms (-1: the key has no TTL); unless ARGV[6] is 0 the
---                     call is queued (or keeps its place), its deadline now +
---                     ARGV[6]
+--         -(pttl + 2) held by someone else (see q_refused); pttl is the
+--                     holder's remaining TTL in ms (-1: the key has no TTL);
+--                     unless ARGV[6] is 0 the call is queued (or keeps its
+--                     place), its deadline now + ARGV[6]
 -- Errors  WRONGTYPE   the key exists and is not a string
-local t = next_fence(KEYS[2], ARGV[5])
-local v = redis.call('SET', KEYS[1], mutex_value(ARGV[1], t, ARGV[4], ARGV[8] == '1'), 'NX', 'GET', 'PX', ARGV[3])
+--
+-- The libraries (queue_lib.lua, mutex_lib.lua) are defined at the
+-- "--@libraries" line, after the path of a free Mutex: a grant costs no
+-- function definitions but fence.lua's.
+local t, digits = next_fence(KEYS[2], ARGV[5])
+local queued = ARGV[8] == '1'
+local mark = ''
+if queued then
+  mark = '+' -- a queued caller may have waiters behind it (mutex_lib.lua)
+end
+-- the value mutex_value (mutex_lib.lua) makes
+local v = redis.call('SET', KEYS[1], ARGV[1] .. mark .. '|' .. digits .. '|' .. ARGV[4], 'NX', 'GET', 'PX', ARGV[3])
+if not v and not queued then
+  return t
+end
+--@libraries
 if not v then
-  if ARGV[8] == '1' then
-    q_leave(KEYS[3], KEYS[4], q_member(ARGV[2], ARGV[1], ARGV[3], ARGV[7], ARGV[4]))
-  end
-  return {1, t}
+  q_leave(KEYS[3], KEYS[4], q_member(ARGV[2], ARGV[1], ARGV[3], ARGV[7], ARGV[4]))
+  return t
 end
 if string.sub(v, 1, 32) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  return {1, mutex_fence(v)}
+  return mutex_fence(v)
 end
 local qt = tonumber(ARGV[6])
 if qt > 0 then
   q_join(KEYS[3], KEYS[4], q_member(ARGV[2], ARGV[1], ARGV[3], ARGV[7], ARGV[4]), clock(), qt)
   mutex_mark(KEYS[1], v)
 end
-return {0, redis.call('PTTL', KEYS[1])}
+return q_refused(redis.call('PTTL', KEYS[1]))

@@ -12,14 +12,14 @@
 -- again at least every third of its queue timeout) marks it again. A mark
 -- with nobody queued costs the release one look at the queue.
 
--- mutex_value is the value of a Mutex held by holder with fence t; marked:
--- it may have waiters.
+-- mutex_value is the value of a Mutex held by holder with the fence whose
+-- decimal digits are t; marked: it may have waiters.
 local function mutex_value(holder, t, meta, marked)
   local m = ''
   if marked then
     m = '+'
   end
-  return holder .. m .. '|' .. string.format('%.0f', t) .. '|' .. meta
+  return holder .. m .. '|' .. t .. '|' .. meta
 end
 
 -- mutex_fence returns the fence stored in a Mutex value.

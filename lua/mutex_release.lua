@@ -15,9 +15,17 @@
 --            notified), or deleted if nobody waits (or listens)
 --         0  not ours: the key is gone or holds another token; nothing changed
 -- Errors  WRONGTYPE   the key exists and is not a string
+--
+-- The libraries are defined at the "--@libraries" line: releasing a Mutex
+-- nobody waits for (no waiters mark) costs no function definitions.
 local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, 32) == ARGV[1] then
-  mutex_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], v, ARGV[2], ARGV[3], ARGV[4])
+if not v or string.sub(v, 1, 32) ~= ARGV[1] then
+  return 0
+end
+if string.sub(v, 33, 33) ~= '+' then
+  redis.call('DEL', KEYS[1])
   return 1
 end
-return 0
+--@libraries
+mutex_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], v, ARGV[2], ARGV[3], ARGV[4])
+return 1

@@ -16,6 +16,13 @@
 -- publishes "op|fence|ttl-ms" to it: the waiter needs no further round trip
 -- (see q_hand).
 
+-- q_refused is an acquire script's one-integer refusal: -(pttl + 2), where
+-- pttl is the holder's remaining TTL in ms (-1: none); a grant answers its
+-- fence, a positive number.
+local function q_refused(pttl)
+  return -(pttl + 2)
+end
+
 -- q_member is the member of one waiting Acquire call.
 local function q_member(op, holder, lease, client, meta)
   return op .. '|' .. holder .. '|' .. lease .. '|' .. client .. '|' .. meta
@@ -50,20 +57,21 @@ end
 -- grant(holder, op, meta, ttl, fence) to write the grant. A dead or malformed
 -- member is dropped; a live one nobody listens for (its Client is gone, cut
 -- off, or not subscribed yet) keeps its place and the next one is tried.
+-- grant's fence comes as its decimal digits.
 -- The ttl is the waiter's lease, at most what is left of its deadline; last
 -- is the fence of the holder it takes over from (nil: unknown).
 -- Returns true (handed), 'self' (the first live waiter is self_op, taken out
 -- of the queue, nothing published or granted) or false (nobody to hand to).
 local function q_hand(queue, timeouts, fence, fence_ttl, last, wake, check, self_op, grant)
   local i = 0
-  local now_ms, now_us
+  local now_ms, now_us, now_digits
   while true do
     local member = redis.call('ZRANGE', queue, i, i)[1]
     if not member then
       return false
     end
     if not now_ms then
-      now_ms, now_us = clock()
+      now_ms, now_us, now_digits = clock()
     end
     local deadline = tonumber(redis.call('ZSCORE', timeouts, member))
     local op, holder, lease, client, meta = string.match(member, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
@@ -74,12 +82,12 @@ local function q_hand(queue, timeouts, fence, fence_ttl, last, wake, check, self
       return 'self'
     else
       local ttl = math.min(tonumber(lease), deadline - now_ms)
-      local t = fence_at(fence, fence_ttl, now_us, last)
+      local t, digits = fence_at(fence, fence_ttl, now_us, now_digits, last)
       last = t
-      local n = redis.call('PUBLISH', wake .. ':' .. client, op .. '|' .. string.format('%.0f', t) .. '|' .. ttl)
+      local n = redis.call('PUBLISH', wake .. ':' .. client, op .. '|' .. digits .. '|' .. ttl)
       if n > 0 or check ~= '1' then
         q_leave(queue, timeouts, member)
-        grant(holder, op, meta, ttl, t)
+        grant(holder, op, meta, ttl, digits)
         return true
       end
       i = i + 1

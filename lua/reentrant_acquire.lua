@@ -21,17 +21,34 @@
 -- ARGV[12] '1' if a hand-off must reach a subscriber of the waiter's Client
 --          channel (not on a Cluster: see q_hand)
 --
--- Returns {1, fence, count}  granted (count 1), re-entered by the owner
+-- Returns fence > 0         granted (count 1), re-entered by the owner
 --                            (count + 1, same fence), or claimed: the lock was
 --                            handed to this call (or a retry of this call
 --                            finds it already applied); the TTL is raised to
 --                            at least the lease
---         {0, pttl}          not this call's turn; unless ARGV[6] is 0 it is
---                            queued (or keeps its place, with a new deadline
---                            of now + ARGV[6]); pttl is the holder's remaining
---                            TTL in ms (-1: none)
+--         -(pttl + 2)        not this call's turn (see q_refused); unless
+--                            ARGV[6] is 0 it is queued (or keeps its place,
+--                            with a new deadline of now + ARGV[6]); pttl is
+--                            the holder's remaining TTL in ms (-1: none)
 -- Errors  WRONGTYPE          the key is not a hash of a lock
-local f, foreign = reentrant_read(KEYS[1])
+--
+-- The libraries are defined at the "--@libraries" line, after the path of
+-- a free lock nobody queues for: such a grant costs no function definitions
+-- but fence.lua's.
+local h = redis.call('HGETALL', KEYS[1])
+if #h == 0 and ARGV[8] ~= '1' and (ARGV[11] ~= '1' or redis.call('ZCARD', KEYS[3]) == 0) then
+  local t, digits = next_fence(KEYS[2], ARGV[5])
+  -- the grant reentrant_grant (reentrant_lib.lua) writes to a free lock
+  if ARGV[10] == '' then
+    redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 't', digits, 'm', ARGV[4], 'x', ARGV[2])
+  else
+    redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 't', digits, 'm', ARGV[4], 'x', ARGV[2], 's', ARGV[10])
+  end
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  return t
+end
+--@libraries
+local f, foreign = reentrant_fields(h)
 if f.o == ARGV[1] then
   local n = tonumber(f.n)
   if f.h ~= ARGV[2] and f.x ~= ARGV[2] then
@@ -42,7 +59,7 @@ if f.o == ARGV[1] then
   if ARGV[8] == '1' then
     q_leave(KEYS[3], KEYS[4], q_member(ARGV[2], ARGV[1], ARGV[3], ARGV[7], ARGV[4]))
   end
-  return {1, tonumber(f.t), n}
+  return tonumber(f.t)
 end
 if foreign then
   return redis.error_reply('WRONGTYPE lock key holds a hash of another shape')
@@ -53,12 +70,12 @@ if not f.o then
     handed = reentrant_hand(KEYS[1], KEYS[2], KEYS[3], KEYS[4], nil, ARGV[10], ARGV[9], ARGV[5], ARGV[12], ARGV[2])
   end
   if handed ~= true then
-    local t = next_fence(KEYS[2], ARGV[5])
-    reentrant_grant(KEYS[1], t, ARGV[10], ARGV[1], ARGV[2], ARGV[4], ARGV[3], false, ARGV[8] == '1')
+    local t, digits = next_fence(KEYS[2], ARGV[5])
+    reentrant_grant(KEYS[1], digits, ARGV[10], ARGV[1], ARGV[2], ARGV[4], ARGV[3], false, ARGV[8] == '1')
     if ARGV[8] == '1' and not handed then
       q_leave(KEYS[3], KEYS[4], q_member(ARGV[2], ARGV[1], ARGV[3], ARGV[7], ARGV[4]))
     end
-    return {1, t, 1}
+    return t
   end
 end
 local qt = tonumber(ARGV[6])
@@ -68,4 +85,4 @@ if qt > 0 then
     redis.call('HSET', KEYS[1], 'w', '1')
   end
 end
-return {0, redis.call('PTTL', KEYS[1])}
+return q_refused(redis.call('PTTL', KEYS[1]))

@@ -19,10 +19,10 @@
 -- timeout) marks it again. A mark with nobody waiting costs the release one
 -- look at the queue and one PUBLISH.
 
--- reentrant_read returns the lock's fields (HGETALL) as a table, and whether
--- the key is a hash of another shape (fields, but no owner).
-local function reentrant_read(lock)
-  local h = redis.call('HGETALL', lock)
+-- reentrant_fields returns the lock's fields as a table from its HGETALL
+-- reply h, and whether the key is a hash of another shape (fields, but no
+-- owner).
+local function reentrant_fields(h)
   local f = {}
   for i = 1, #h, 2 do
     f[h[i]] = h[i + 1]
@@ -30,12 +30,12 @@ local function reentrant_read(lock)
   return f, #h > 0 and not f.o
 end
 
--- reentrant_grant makes owner the holder of the lock for ttl ms with fence
--- t: handed, op is a waiting call the lock is handed to (over the hash of
+-- reentrant_grant makes owner the holder of the lock for ttl ms with the
+-- fence whose decimal digits are t: handed, op is a waiting call the lock is handed to (over the hash of
 -- the holder it takes over from); else the key was free, and marked asks for
 -- the waiters mark.
 local function reentrant_grant(lock, t, mark, owner, op, meta, ttl, handed, marked)
-  local f = {'o', owner, 'n', 1, 't', string.format('%.0f', t), 'm', meta, 'x', op}
+  local f = {'o', owner, 'n', 1, 't', t, 'm', meta, 'x', op}
   if handed then
     f[#f + 1], f[#f + 2], f[#f + 3], f[#f + 4] = 'h', op, 'w', '1'
   elseif marked then

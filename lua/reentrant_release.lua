@@ -20,6 +20,9 @@
 --            operation was already applied: a retry changes nothing)
 --         0  not ours: the key is gone or has another owner; nothing changed
 -- Errors  WRONGTYPE   the key exists and is not a hash
+--
+-- The libraries are defined at the "--@libraries" line: releasing a lock
+-- nobody waits for (no waiters mark) costs no function definitions.
 local f = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'x', 's', 'w')
 if f[1] ~= ARGV[1] then
   return 0
@@ -32,5 +35,10 @@ if (tonumber(f[2]) or 1) > 1 then
   redis.call('HSET', KEYS[1], 'x', ARGV[2])
   return 2
 end
+if not f[6] then
+  redis.call('DEL', KEYS[1]) -- unmarked: nobody waits (reentrant_lib.lua)
+  return 1
+end
+--@libraries
 reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], f[3], f[5], ARGV[3], ARGV[4], ARGV[5], f[6])
 return 1

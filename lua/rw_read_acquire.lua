@@ -53,7 +53,7 @@ if not w then
     return {0, tonumber(first[2]) - now}
   end
 end
-local t = string.format('%.0f', next_fence(KEYS[2], ARGV[5]))
+local _, t = next_fence(KEYS[2], ARGV[5])
 redis.call('HSET', KEYS[4], ARGV[1], '1|' .. ARGV[2] .. '|' .. t .. '|' .. ARGV[4])
 redis.call('ZADD', KEYS[3], expiry, ARGV[1])
 keep(KEYS[3], ARGV[3])

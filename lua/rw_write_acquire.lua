@@ -48,8 +48,8 @@ if redis.call('HEXISTS', KEYS[4], ARGV[1]) == 1 then
 end
 if not o and redis.call('ZCARD', KEYS[3]) == 0 then
   redis.call('ZREM', KEYS[5], member)
-  local t = next_fence(KEYS[2], ARGV[5])
-  redis.call('HSET', KEYS[1], 's', 'rw', 'o', ARGV[1], 'n', 1, 't', string.format('%.0f', t), 'm', ARGV[4], 'x', ARGV[2])
+  local t, digits = next_fence(KEYS[2], ARGV[5])
+  redis.call('HSET', KEYS[1], 's', 'rw', 'o', ARGV[1], 'n', 1, 't', digits, 'm', ARGV[4], 'x', ARGV[2])
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
   return {1, t, 1}
 end

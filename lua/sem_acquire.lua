@@ -53,7 +53,7 @@ if used + k > cap then
 end
 local expiry = now + tonumber(ARGV[2])
 for i = 1, k do
-  local t = string.format('%.0f', next_fence(KEYS[3], ARGV[4]))
+  local _, t = next_fence(KEYS[3], ARGV[4])
   redis.call('ZADD', KEYS[1], expiry, ARGV[4 + i])
   redis.call('HSET', KEYS[2], ARGV[4 + i], t .. '|' .. ARGV[3])
   res[#res + 1] = tonumber(t)

@@ -205,6 +205,14 @@ const namesPerWorker = 256
 // acquisition is on.
 func openWorkers(inst libs.Instance, sc Scenario, name string) ([]libs.Worker, []*measure.Slot, func(int) *measure.Slot, error) {
 	workers := make([]libs.Worker, sc.Workers)
+	if sc.Fresh {
+		slots := make([]*measure.Slot, sc.Workers)
+		for i := range workers {
+			workers[i] = &freshWorker{inst: inst, i: i, prefix: name + ":" + strconv.Itoa(i) + ":"}
+			slots[i] = measure.NewSlot()
+		}
+		return workers, slots, func(i int) *measure.Slot { return slots[i] }, nil
+	}
 	if sc.Names <= 1 {
 		for i := range workers {
 			w, err := inst.Worker(i, name)
@@ -251,3 +259,26 @@ func (m *multiWorker) Lock(ctx context.Context) error {
 }
 
 func (m *multiWorker) Unlock(ctx context.Context) error { return m.ws[m.cur].Unlock(ctx) }
+
+// freshWorker is one worker that takes a lock on a name never used before
+// for every acquisition (a lock per order id), through a lock handle made
+// for that acquisition, the way the libraries' READMEs call them.
+type freshWorker struct {
+	inst   libs.Instance
+	i      int
+	prefix string
+	seq    int
+	w      libs.Worker
+}
+
+func (f *freshWorker) Lock(ctx context.Context) error {
+	f.seq++
+	w, err := f.inst.Worker(f.i, f.prefix+strconv.Itoa(f.seq))
+	if err != nil {
+		return err
+	}
+	f.w = w
+	return w.Lock(ctx)
+}
+
+func (f *freshWorker) Unlock(ctx context.Context) error { return f.w.Unlock(ctx) }

@@ -41,7 +41,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 }
 
 func (t *Table) writeContended(w io.Writer) {
-	uncontended := t.Workers == 1
+	uncontended := t.Workers == 1 || t.Fresh
 	head := []string{"library", "setting", "acq/s", "handoffs/s", "wait p50", "p99", "max", "failures", "Jain", "Redis cmds/acq", "allocs/acq", "overlaps", "vs dlock"}
 	if uncontended {
 		head = []string{"library", "setting", "pairs/s", "vs floor", "acquire p50", "p99", "max", "failures", "Redis cmds/pair", "allocs/pair", "client CPU µs/pair", "overlaps", "vs dlock"}

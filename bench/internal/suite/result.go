@@ -183,6 +183,7 @@ type Table struct {
 	Title   string `json:"title"`
 	Note    string `json:"note,omitempty"`
 	Holds   bool   `json:"holds,omitempty"`
+	Fresh   bool   `json:"fresh,omitempty"` // a new name per acquisition: shown like the uncontended table
 	Workers int    `json:"workers"`
 	Clients int    `json:"clients"`
 	Rows    []*Row `json:"rows"`

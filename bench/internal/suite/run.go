@@ -66,7 +66,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 func (b *bench) scenario(ctx context.Context, sc Scenario) (*Table, error) {
-	t := &Table{ID: sc.ID, Title: sc.Title, Note: sc.Note, Holds: sc.kind == holds, Workers: sc.Workers, Clients: sc.Clients}
+	t := &Table{ID: sc.ID, Title: sc.Title, Note: sc.Note, Holds: sc.kind == holds, Fresh: sc.Fresh, Workers: sc.Workers, Clients: sc.Clients}
 	for _, e := range sc.Entries {
 		t.Rows = append(t.Rows, newRow(e))
 	}

@@ -28,6 +28,9 @@ type Scenario struct {
 	// Names > 1: each acquisition picks one of Names names at random (each
 	// worker draws namesPerWorker of them up front).
 	Names int
+	// Fresh: each acquisition is on a name never used before, through a
+	// lock handle made for it (a lock per order id).
+	Fresh bool
 	// HoldFor and HoldLease override the Config's for this holds scenario.
 	HoldFor, HoldLease time.Duration
 	// SampleKeys: sum MEMORY USAGE over every key in the middle of the
@@ -98,6 +101,11 @@ const holdsNote = "Every library gets the same lease, renewed every lease/3: dlo
 	"(the bench's own worker handle and witness, ~150 B, included). **Redis B/lock**: MEMORY USAGE summed over every key, per lock. " +
 	"**loss→signal**: after the window every key is deleted (FLUSHALL); the time until the holder reports the loss (polled every 20 ms), p50 and max over the locks."
 
+// freshNote is printed under the fresh-names tables.
+const freshNote = "A lock per order id: every acquisition makes its lock handle (dlock `c.Mutex(name)`, redsync `NewMutex`, " +
+	"bsm/redislock `Obtain` on the name, rueidislock `WithContext` on the name) on a name no acquisition used before, and releases it. " +
+	"No contention: what is measured is the cost of the common path. dlock leaves each name's fence counter behind (it expires: WithFenceTTL)."
+
 func scenarios(c Config) []Scenario {
 	single := slices.Concat(libs.Dlock(), libs.Redsync(), libs.Redislock(), libs.Rueidislock())
 	hot := slices.Concat(single, libs.Etcd(), libs.EtcdLock(), libs.ZooKeeper())
@@ -113,6 +121,10 @@ func scenarios(c Config) []Scenario {
 	return append([]Scenario{
 		{ID: "uncontended", Title: "Uncontended acquire+release, 1 worker", kind: contended, Workers: 1, Clients: 1, Nodes: 1,
 			Entries: slices.Concat(libs.Floors(), single)},
+		{ID: "fresh-names", Title: "Fresh names: 1 worker, a new lock handle on a new name for every acquisition", kind: contended, Workers: 1, Clients: 1, Nodes: 1, Fresh: true,
+			Note: freshNote, Entries: slices.Concat(libs.Floors(), single)},
+		{ID: "fresh-names-64", Title: fmt.Sprintf("Fresh names: %d workers, %d clients, a new lock handle on a new name for every acquisition", w, w), kind: contended, Workers: w, Clients: w, Nodes: 1, Fresh: true,
+			Note: freshNote, Entries: slices.Concat(libs.Dlock(), []libs.Entry{libs.Redsync()[0], libs.Redislock()[1], libs.Rueidislock()[0]})},
 		{ID: "hot-shared", Title: fmt.Sprintf("Hot key, %d workers, one shared client", w), kind: contended, Workers: w, Clients: 1, Nodes: 1, Entries: hot},
 		{ID: "hot-clients", Title: fmt.Sprintf("Hot key, %d workers, %d clients", w, w), kind: contended, Workers: w, Clients: w, Nodes: 1, Note: perClient, Entries: hot},
 		{ID: "work-shared", Title: fmt.Sprintf("Hot key, %v of work inside, %d workers, one shared client", c.Work, w), kind: contended, Workers: w, Clients: 1, Work: c.Work, Nodes: 1, Entries: hot},
