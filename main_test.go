@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/internal/leakcheck"
 	"github.com/dlockgo/dlock/internal/redisproc"
 	"github.com/dlockgo/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
 // exampleAddr is a redis-server shared by the Example functions, which have
@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	_ = srv.Close()
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := leakcheck.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
 			code = 1
 		}

@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/bsm/redislock v0.9.4
-	github.com/dlockgo/dlock v0.0.0-00010101000000-000000000000
+	github.com/dlockgo/dlock v0.1.0
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/redis/go-redis/v9 v9.23.0
@@ -21,8 +21,8 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
-	github.com/dlockgo/dlock/etcdlock v0.0.0-00010101000000-000000000000
-	github.com/dlockgo/dlock/zklock v0.0.0-00010101000000-000000000000
+	github.com/dlockgo/dlock/etcdlock v0.1.0
+	github.com/dlockgo/dlock/zklock v0.1.0
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
@@ -75,9 +75,3 @@ require (
 	k8s.io/utils v0.0.0-20260108192941-914a6e750570 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-replace github.com/dlockgo/dlock => ../
-
-replace github.com/dlockgo/dlock/etcdlock => ../etcdlock
-
-replace github.com/dlockgo/dlock/zklock => ../zklock

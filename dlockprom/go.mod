@@ -2,10 +2,8 @@ module github.com/dlockgo/dlock/dlockprom
 
 go 1.26.0
 
-replace github.com/dlockgo/dlock => ../
-
 require (
-	github.com/dlockgo/dlock v0.0.0-00010101000000-000000000000
+	github.com/dlockgo/dlock v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/redis/go-redis/v9 v9.23.0

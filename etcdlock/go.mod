@@ -2,10 +2,8 @@ module github.com/dlockgo/dlock/etcdlock
 
 go 1.26.0
 
-replace github.com/dlockgo/dlock => ../
-
 require (
-	github.com/dlockgo/dlock v0.0.0-00010101000000-000000000000
+	github.com/dlockgo/dlock v0.1.0
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/zap v1.27.1

@@ -2,13 +2,11 @@ module github.com/dlockgo/dlock/faults
 
 go 1.26.0
 
-replace github.com/dlockgo/dlock => ../
-
 require (
 	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/anishathalye/porcupine v1.3.1
-	github.com/dlockgo/dlock v0.0.0-00010101000000-000000000000
-	github.com/dlockgo/dlock/fence v0.0.0-00010101000000-000000000000
+	github.com/dlockgo/dlock v0.1.0
+	github.com/dlockgo/dlock/fence v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/rs/zerolog v1.33.0
 	go.uber.org/goleak v1.3.0
@@ -32,7 +30,3 @@ require (
 	google.golang.org/protobuf v1.36.1 // indirect
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
 )
-
-replace github.com/dlockgo/dlock/fence => ../fence
-
-replace github.com/dlockgo/dlock/internal/pgtest => ../internal/pgtest

@@ -2,13 +2,9 @@ module github.com/dlockgo/dlock/fence
 
 go 1.26.0
 
-replace github.com/dlockgo/dlock => ../
-
-replace github.com/dlockgo/dlock/internal/pgtest => ../internal/pgtest
-
 require (
-	github.com/dlockgo/dlock v0.0.0-00010101000000-000000000000
-	github.com/dlockgo/dlock/internal/pgtest v0.0.0-00010101000000-000000000000
+	github.com/dlockgo/dlock v0.1.0
+	github.com/dlockgo/dlock/internal/pgtest v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	modernc.org/sqlite v1.62.0

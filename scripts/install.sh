@@ -40,4 +40,6 @@ fi
 for m in $(go work edit -json | sed -n 's/.*"DiskPath": "\(.*\)".*/\1/p'); do
   (cd "$m" && go mod download)
 done
-(cd bench && GOWORK=off go mod download) # outside a workspace: only what its packages need
+# bench: its own workspace (bench/go.work), whose go mod download would fetch every
+# module of the graph; loading its packages fetches only what they and their tests need.
+(cd bench && go list -deps -test ./... >/dev/null)

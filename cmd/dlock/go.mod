@@ -2,27 +2,15 @@ module github.com/dlockgo/dlock/cmd/dlock
 
 go 1.26.0
 
-replace github.com/dlockgo/dlock => ../../
-
-replace github.com/dlockgo/dlock/fence => ../../fence
-
-replace github.com/dlockgo/dlock/dlockprom => ../../dlockprom
-
-replace github.com/dlockgo/dlock/etcdlock => ../../etcdlock
-
-replace github.com/dlockgo/dlock/internal/pgtest => ../../internal/pgtest
-
-replace github.com/dlockgo/dlock/zklock => ../../zklock
-
 require (
 	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/dlockgo/dlock v0.0.0-00010101000000-000000000000
-	github.com/dlockgo/dlock/dlockprom v0.0.0-00010101000000-000000000000
-	github.com/dlockgo/dlock/etcdlock v0.0.0-00010101000000-000000000000
-	github.com/dlockgo/dlock/fence v0.0.0-00010101000000-000000000000
-	github.com/dlockgo/dlock/internal/pgtest v0.0.0-00010101000000-000000000000
-	github.com/dlockgo/dlock/zklock v0.0.0-00010101000000-000000000000
+	github.com/dlockgo/dlock v0.1.0
+	github.com/dlockgo/dlock/dlockprom v0.1.0
+	github.com/dlockgo/dlock/etcdlock v0.1.0
+	github.com/dlockgo/dlock/fence v0.1.0
+	github.com/dlockgo/dlock/internal/pgtest v0.1.0
+	github.com/dlockgo/dlock/zklock v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

@@ -2,10 +2,8 @@ module github.com/dlockgo/dlock/internal/pgtest
 
 go 1.26.0
 
-replace github.com/dlockgo/dlock => ../../
-
 require (
-	github.com/dlockgo/dlock v0.0.0-00010101000000-000000000000
+	github.com/dlockgo/dlock v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 	go.uber.org/goleak v1.3.0
 )

@@ -5,12 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockgo/dlock/internal/leakcheck"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }
 
 // testCtx returns a context ending after d or at the end of the test.

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockgo/dlock/internal/leakcheck"
 	"github.com/dlockgo/dlock/internal/redisproc"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }
 
 func TestHelpers(t *testing.T) {
