@@ -168,15 +168,10 @@ func (c *Client) await(ctx context.Context, sh redisShape, spec *shapeSpec, a *a
 		if w == nil && g.wake != "" {
 			// Joined after the refusal: a hand-off published in between is
 			// kept for it (see subscriber.join).
-			w = c.sub.join(g.wake, a.op)
+			w = c.sub.join(g.wake, a.op, spec.wake != wakeLocal)
 		}
-		if w != nil {
-			if spec.wake != wakeLocal {
-				c.sub.listen(w)
-			}
-			if g.pass {
-				c.sub.pass(w)
-			}
+		if w != nil && g.pass {
+			c.sub.pass(w)
 		}
 		// PTTL is truncated to whole ms (0: under 1 ms left), so wait 1 ms
 		// more; a key with no TTL (-1) is woken by a release or a resync.
@@ -199,7 +194,8 @@ func (c *Client) await(ctx context.Context, sh redisShape, spec *shapeSpec, a *a
 		// Handed the lock by a release: it is ours from a moment after the
 		// first attempt was sent, for the hand-off's TTL. With too little of
 		// that left on our clock, the next attempt claims it instead.
-		if h, ok := c.sub.handed(w); ok && usableHandoff(first, h.ttl) {
+		if h, ok := c.sub.handed(w, func(h handoff) bool { return usableHandoff(first, h.ttl) }); ok {
+			w = nil // it left its channel
 			return grant{ok: true, fence: h.fence, ttl: h.ttl}, first, nil
 		}
 	}

@@ -177,7 +177,12 @@ func TestTokenAfterCounterLost(t *testing.T) {
 			if err := rdb.Set(ctx, "dlock:{lost}:fence", strconv.FormatInt(last+1_000_000_000, 10), 0).Err(); err != nil {
 				t.Fatal(err)
 			}
-			_ = next("counter ahead of the clock").Unlock(ctx)
+			ahead := next("counter ahead of the clock")
+			info, err := c.Inspect(ctx, "lost")
+			if err != nil || len(info.Holders) != 1 || info.Holders[0].Fence != ahead.Token() {
+				t.Fatalf("counter ahead of the clock: the lock holds %+v (%v), want the token %d", info.Holders, err, ahead.Token())
+			}
+			_ = ahead.Unlock(ctx)
 			if last != tokenAhead(t, rdb) {
 				t.Fatalf("token %d, counter %d: the counter does not hold the last token", last, tokenAhead(t, rdb))
 			}

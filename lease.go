@@ -238,7 +238,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		return errNilLease
 	}
 	h := l.h
-	h.pastDeadline()
+	h.pastDeadline() // a lease past its deadline is unlocked as lost
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()

@@ -19,7 +19,7 @@ import (
 // waiters, so a release published while the subscription was being set up
 // or the connection was down is never waited out.
 //
-// Joining only registers the waiter; listen subscribes. A waiter joins after
+// A waiter that listens subscribes its channel as it joins. A waiter joins after
 // its first refused attempt: a hand-off that reaches an already subscribed
 // channel before its waiter joined is kept for missedWindow and given to the
 // waiter when it joins. A channel stays subscribed for subscriptionLinger
@@ -91,8 +91,9 @@ func newSubscriber(c *Client) *subscriber {
 	return &subscriber{c: c, id: newOpID(), chans: make(map[string]*wakeChannel)}
 }
 
-// join registers a waiter with id on channel without subscribing (see listen).
-func (s *subscriber) join(channel, id string) *waiter {
+// join registers a waiter with id on channel, and subscribes the channel
+// if listen is true and it is not subscribed yet.
+func (s *subscriber) join(channel, id string, listen bool) *waiter {
 	w := &waiter{channel: channel, id: id, wake: make(chan struct{}, 1)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -103,6 +104,10 @@ func (s *subscriber) join(channel, id string) *waiter {
 	if wc == nil {
 		wc = &wakeChannel{}
 		s.chans[channel] = wc
+	}
+	if listen && !wc.subscribed {
+		wc.subscribed = true
+		s.subscribe(channel)
 	}
 	if wc.idle != nil {
 		wc.idle.Stop()
@@ -143,8 +148,10 @@ func (w *waiter) signal() bool {
 	}
 }
 
-// handed takes the hand-off w was given, if any.
-func (s *subscriber) handed(w *waiter) (handoff, bool) {
+// handed takes the hand-off w was given, if any and if usable says it can
+// be used; a hand-off taken also ends w's wait (w leaves its channel, as
+// leave does for an acquired lock). An unusable one is dropped.
+func (s *subscriber) handed(w *waiter, usable func(handoff) bool) (handoff, bool) {
 	if w == nil {
 		return handoff{}, false
 	}
@@ -152,22 +159,11 @@ func (s *subscriber) handed(w *waiter) (handoff, bool) {
 	defer s.mu.Unlock()
 	h := w.handed
 	w.handed = nil
-	if h == nil {
+	if h == nil || !usable(*h) {
 		return handoff{}, false
 	}
+	s.remove(w, true)
 	return *h, true
-}
-
-// listen subscribes w's channel if it is not subscribed yet.
-func (s *subscriber) listen(w *waiter) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	wc := s.chans[w.channel]
-	if s.closed || wc == nil || wc.subscribed {
-		return
-	}
-	wc.subscribed = true
-	s.subscribe(w.channel)
 }
 
 // subscribe sends SUBSCRIBE; s.mu is held. A failure is not fatal: go-redis
@@ -188,6 +184,11 @@ func (s *subscriber) subscribe(channel string) {
 func (s *subscriber) leave(w *waiter, acquired bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.remove(w, acquired)
+}
+
+// remove is leave with s.mu held.
+func (s *subscriber) remove(w *waiter, acquired bool) {
 	wc := s.chans[w.channel]
 	if wc == nil {
 		return

@@ -22,8 +22,7 @@ func TestSubscriberMissedRelease(t *testing.T) {
 	const ch, marker = "dlock:{m}:wake", "dlock:{marker}:wake"
 	// Both channels subscribed, then left: they linger with no waiter.
 	for _, name := range []string{ch, marker} {
-		w := c.sub.join(name, "first")
-		c.sub.listen(w)
+		w := c.sub.join(name, "first", true)
 		for rdb.PubSubNumSub(ctx, name).Val()[name] == 0 {
 			time.Sleep(time.Millisecond)
 		}
@@ -46,13 +45,13 @@ func TestSubscriberMissedRelease(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
-		w := c.sub.join(marker, "reset") // consumes the marker
+		w := c.sub.join(marker, "reset", false) // consumes the marker
 		c.sub.leave(w, true)
 	}
 
 	rdb.Publish(ctx, ch, "someone's op id")
 	seen()
-	w := c.sub.join(ch, "second")
+	w := c.sub.join(ch, "second", false)
 	if len(w.wake) != 0 {
 		t.Fatal("a message aimed at another waiter woke a new one")
 	}
@@ -60,7 +59,7 @@ func TestSubscriberMissedRelease(t *testing.T) {
 
 	rdb.Publish(ctx, ch, "1")
 	seen()
-	w = c.sub.join(ch, "third")
+	w = c.sub.join(ch, "third", false)
 	defer c.sub.leave(w, true)
 	if len(w.wake) != 1 {
 		t.Fatal("a release that found no waiter did not wake the next one to join")

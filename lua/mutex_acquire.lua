@@ -17,9 +17,10 @@
 -- A free Mutex goes to the caller, queue or not (a Mutex is not fair; a
 -- release hands it to the first waiter, so it is free with waiters queued
 -- only after a holder's lease ran out). A free Mutex costs three commands:
--- TIME and the fence counter's SET ... GET (see fence.lua), and SET NX; an
--- attempt that finds it held also consumes a fence (tokens have gaps; they
--- still strictly increase).
+-- TIME, SET NX, and the fence counter's SET ... GET (see fence.lua; the
+-- value is written with the clock's fence, and again with the counter's in
+-- the rare case that the counter was ahead of the clock); an attempt that
+-- finds it held consumes no fence.
 --
 -- Returns fence > 0   granted; also when the key already holds ARGV[1]: it was
 --                     handed to this call, or this is a retry whose first
@@ -33,7 +34,7 @@
 -- The libraries (queue_lib.lua, mutex_lib.lua) are defined at the
 -- "--@libraries" line, after the path of a free Mutex: a grant costs no
 -- function definitions but fence.lua's.
-local t, digits = next_fence(KEYS[2], ARGV[5])
+local now_ms, now_us, digits = clock()
 local queued = ARGV[8] == '1'
 local mark = ''
 if queued then
@@ -41,8 +42,16 @@ if queued then
 end
 -- the value mutex_value (mutex_lib.lua) makes
 local v = redis.call('SET', KEYS[1], ARGV[1] .. mark .. '|' .. digits .. '|' .. ARGV[4], 'NX', 'GET', 'PX', ARGV[3])
-if not v and not queued then
-  return t
+local t
+if not v then
+  local d
+  t, d = fence_at(KEYS[2], ARGV[5], now_us, digits, nil)
+  if d ~= digits then
+    redis.call('SET', KEYS[1], ARGV[1] .. mark .. '|' .. d .. '|' .. ARGV[4], 'XX', 'KEEPTTL')
+  end
+  if not queued then
+    return t
+  end
 end
 --@libraries
 if not v then
@@ -55,7 +64,7 @@ if string.sub(v, 1, 32) == ARGV[1] then
 end
 local qt = tonumber(ARGV[6])
 if qt > 0 then
-  q_join(KEYS[3], KEYS[4], q_member(ARGV[2], ARGV[1], ARGV[3], ARGV[7], ARGV[4]), clock(), qt)
+  q_join(KEYS[3], KEYS[4], q_member(ARGV[2], ARGV[1], ARGV[3], ARGV[7], ARGV[4]), now_ms, qt)
   mutex_mark(KEYS[1], v)
 end
 return q_refused(redis.call('PTTL', KEYS[1]))
