@@ -48,34 +48,54 @@ func (f *drillFlags) registerBackend(c *cobra.Command) {
 	c.Flags().StringVar(&f.zk, "zk", "", "ZooKeeper servers (host:port,...); default: an embedded ZooKeeper server")
 }
 
-// openBackend opens the lock service --backend names and says which one
-// on the first line.
+// openBackend opens the lock service --backend names.
 func (f *drillFlags) openBackend(c *cobra.Command) (*backend.Backend, error) {
-	addr := ""
-	switch f.backend {
+	return f.open(c, f.backend)
+}
+
+// open opens the lock service kind at the address its flag gives, or the
+// embedded default, and says which one on the first line (on stderr under
+// --json): "redis: redis at 127.0.0.1:6379 (from --redis)". An address that
+// cannot be read is bad input (exit 2); a server that does not answer is a
+// runtime failure (exit 1).
+func (f *drillFlags) open(c *cobra.Command, kind string) (*backend.Backend, error) {
+	var flag, addr string
+	switch kind {
 	case backend.Redis:
-		addr = f.redis
+		flag, addr = "redis", f.redis
 	case backend.Etcd:
-		addr = f.etcd
+		flag, addr = "etcd", f.etcd
 	case backend.ZooKeeper:
-		addr = f.zk
+		flag, addr = "zk", f.zk
 	default:
-		return nil, usagef("--backend %q: want one of %s", f.backend, strings.Join(backend.Kinds, ", "))
+		return nil, usagef("--backend %q: want one of %s", kind, strings.Join(backend.Kinds, ", "))
 	}
-	b, err := backend.Open(c.Context(), f.backend, addr)
+	b, err := backend.Open(c.Context(), kind, addr)
 	if err != nil {
-		if errors.Is(err, backend.ErrUnreachable) || errors.Is(err, backend.ErrUnknown) || addr != "" {
-			return nil, usageError{err}
-		}
-		return nil, err
+		return nil, openError(err)
 	}
-	fmt.Fprintf(f.infoOut(c), "%s: %s\n", b.Kind, b.Desc)
+	note := ""
+	if !b.Embedded {
+		note = " (" + flagSource(c, flag) + ")"
+	}
+	fmt.Fprintf(f.infoOut(c), "%s: %s%s\n", b.Kind, b.Desc, note)
 	return b, nil
 }
 
-// withBackend opens the lock service, runs fn on it and prints the result.
-func (f *drillFlags) withBackend(c *cobra.Command, fn func(ctx context.Context, b *backend.Backend) (result, error)) error {
-	b, err := f.openBackend(c)
+// openError marks an error of backend.Open that comes from the command
+// line (an address that cannot be read) as bad input; any other (a server
+// that does not answer, one that could not be started) is a runtime
+// failure.
+func openError(err error) error {
+	if errors.Is(err, backend.ErrBadAddress) || errors.Is(err, backend.ErrUnknown) {
+		return usageError{err}
+	}
+	return err
+}
+
+// with opens the lock service kind, runs fn on it and prints the result.
+func (f *drillFlags) with(c *cobra.Command, kind string, fn func(ctx context.Context, b *backend.Backend) (result, error)) error {
+	b, err := f.open(c, kind)
 	if err != nil {
 		return err
 	}
@@ -87,19 +107,6 @@ func (f *drillFlags) withBackend(c *cobra.Command, fn func(ctx context.Context, 
 	return f.output(c, res)
 }
 
-// openRedis opens the drill's Redis and says which one on the first line.
-func (f *drillFlags) openRedis(c *cobra.Command) (*drill.Redis, error) {
-	r, err := drill.OpenRedis(c.Context(), f.redis)
-	if err != nil {
-		if errors.Is(err, drill.ErrUnreachable) || f.redis != "" {
-			return nil, usageError{err}
-		}
-		return nil, err
-	}
-	fmt.Fprintf(f.infoOut(c), "redis: %s\n", r.Kind)
-	return r, nil
-}
-
 // infoOut is where lines for people go: stdout, or stderr under --json.
 func (f *drillFlags) infoOut(c *cobra.Command) io.Writer {
 	if f.json {
@@ -108,30 +115,17 @@ func (f *drillFlags) infoOut(c *cobra.Command) io.Writer {
 	return c.OutOrStdout()
 }
 
-// withRedis opens the drill's Redis, runs fn on it and prints the result.
-func (f *drillFlags) withRedis(c *cobra.Command, fn func(ctx context.Context, r *drill.Redis) (result, error)) error {
-	r, err := f.openRedis(c)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	res, err := fn(c.Context(), r)
-	if err != nil {
-		return err
-	}
-	return f.output(c, res)
-}
-
-// result is a drill's result.
+// result is a drill's result: its figures (the JSON) and its Summary (the
+// text and the HTML report).
 type result interface {
-	Print(io.Writer)
-	Report() *drill.Report
+	Summary() *drill.Summary
 }
 
 // output prints res as JSON or for people, and writes the HTML report.
 func (f *drillFlags) output(c *cobra.Command, res result) error {
+	sum := res.Summary()
 	if f.report != "" {
-		if err := writeReport(f.report, res.Report()); err != nil {
+		if err := writeReport(f.report, sum); err != nil {
 			return err
 		}
 		fmt.Fprintf(f.infoOut(c), "report: %s\n", f.report)
@@ -142,8 +136,7 @@ func (f *drillFlags) output(c *cobra.Command, res result) error {
 		return e.Encode(res)
 	}
 	fmt.Fprintln(c.OutOrStdout())
-	res.Print(c.OutOrStdout())
-	return nil
+	return sum.WriteText(c.OutOrStdout())
 }
 
 func newDrillCmd() *cobra.Command {
@@ -171,7 +164,7 @@ func newMisdeleteCmd() *cobra.Command {
 			if lease <= 0 {
 				return usagef("--lease must be positive")
 			}
-			return f.withRedis(c, func(ctx context.Context, r *drill.Redis) (result, error) {
+			return f.with(c, backend.Redis, func(ctx context.Context, r *backend.Backend) (result, error) {
 				return drill.Misdelete(ctx, r, lease)
 			})
 		},
@@ -196,7 +189,7 @@ func newLeaseCmd() *cobra.Command {
 			if lease <= 0 || work <= 0 || scale <= 0 {
 				return usagef("--lease, --work and --scale must be positive")
 			}
-			return f.withBackend(c, func(ctx context.Context, b *backend.Backend) (result, error) {
+			return f.with(c, f.backend, func(ctx context.Context, b *backend.Backend) (result, error) {
 				return drill.Lease(ctx, b, scaled(lease, scale), scaled(work, scale))
 			})
 		},
@@ -222,7 +215,7 @@ func newContentionCmd() *cobra.Command {
 			if workers < 1 || loops < 1 || work < 0 {
 				return usagef("--workers and --loops must be >= 1, --work >= 0")
 			}
-			return f.withBackend(c, func(ctx context.Context, b *backend.Backend) (result, error) {
+			return f.with(c, f.backend, func(ctx context.Context, b *backend.Backend) (result, error) {
 				return drill.Contention(ctx, b, workers, loops, work)
 			})
 		},
@@ -234,7 +227,7 @@ func newContentionCmd() *cobra.Command {
 	return c
 }
 
-func writeReport(path string, r *drill.Report) error {
+func writeReport(path string, r *drill.Summary) error {
 	fh, err := os.Create(path)
 	if err != nil {
 		return usageError{err}
@@ -260,18 +253,17 @@ func newPauseCmd() *cobra.Command {
 			if lease <= 0 {
 				return usagef("--lease must be positive")
 			}
-			return f.withBackend(c, func(ctx context.Context, b *backend.Backend) (result, error) {
+			return f.with(c, f.backend, func(ctx context.Context, b *backend.Backend) (result, error) {
 				// The storage both holders write to is a Redis: the lock
 				// service's own when it is one, else --redis or an embedded one.
-				url := f.redis
-				if b.Kind == backend.Redis {
-					url = b.Addr
+				r := b
+				if b.Kind != backend.Redis {
+					var err error
+					if r, err = f.open(c, backend.Redis); err != nil {
+						return nil, err
+					}
+					defer r.Close()
 				}
-				r, err := drill.OpenRedis(ctx, url)
-				if err != nil {
-					return nil, err
-				}
-				defer r.Close()
 				return drill.Pause(ctx, r, drill.PauseOptions{Lease: lease, Locks: b, Spawn: spawnSelf("drill", "pause-holder")})
 			})
 		},

@@ -70,8 +70,6 @@ func TestDrillPauseOnEveryBackend(t *testing.T) {
 func TestDrillBackendBadInput(t *testing.T) {
 	for _, args := range [][]string{
 		{"drill", "contention", "--backend", "mysql"},
-		{"drill", "lease", "--backend", "etcd", "--etcd", "127.0.0.1:1"},
-		{"drill", "pause", "--backend", "zookeeper", "--zk", "127.0.0.1:1"},
 		{"drill", "failover", "--backend", "mysql"},
 		{"drill", "failover", "--backend", "etcd", "--fault", "flood"},
 		{"drill", "failover", "--backend", "zookeeper", "--mode", "plain"},

@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 
+	"github.com/dlockgo/dlock/cmd/dlock/backend"
 	"github.com/spf13/cobra"
 )
 
@@ -51,7 +51,7 @@ func flagsFromEnv(c *cobra.Command) error {
 				continue
 			}
 			if err := f.Value.Set(val); err != nil {
-				return usagef("%s=%q (for --%s): %v", v, redactURL(val), e.flag, err)
+				return usagef("%s=%q (for --%s): %v", v, backend.Redact(val), e.flag, err)
 			}
 			break
 		}
@@ -59,11 +59,23 @@ func flagsFromEnv(c *cobra.Command) error {
 	return nil
 }
 
-// redactURL hides the password of a URL for messages.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
+// flagSource says where the value of the flag name of c came from, for
+// the line that names the server a command uses: "from --redis", "from
+// $DLOCK_REDIS_URL" (the first variable of envFlags that is set, as
+// flagsFromEnv read it), or "the default".
+func flagSource(c *cobra.Command, name string) string {
+	if f := c.Flags().Lookup(name); f != nil && f.Changed {
+		return "from --" + name
 	}
-	return u.Redacted()
+	for _, e := range envFlags {
+		if e.flag != name {
+			continue
+		}
+		for _, v := range e.vars {
+			if os.Getenv(v) != "" {
+				return "from $" + v
+			}
+		}
+	}
+	return "the default"
 }

@@ -1,17 +1,18 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"reflect"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	dl "github.com/dlockgo/dlock" // dl: "dlock" is taken by the tests' helper
+	"github.com/dlockgo/dlock/cmd/dlock/backend"
+	"github.com/dlockgo/dlock/cmd/dlock/table"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 )
@@ -39,37 +40,44 @@ func (f *adminFlags) register(c *cobra.Command) {
 	c.Flags().BoolVar(&f.json, "json", false, "print JSON: snake_case keys, durations in ms (ttl_ms; -1: no TTL), times in RFC 3339, [] when empty")
 }
 
-// open connects to the server: a bad URL or prefix is a usage error (exit
-// 2), an unreachable server a runtime failure (exit 1). The caller closes
-// both.
-func (f *adminFlags) open(ctx context.Context) (*dl.Client, redis.UniversalClient, error) {
+// open connects to the server and says which one on stderr ("redis:
+// redis://127.0.0.1:6379/0 (the default)"), leaving stdout to the answer:
+// a bad URL or prefix is a usage error (exit 2), an unreachable server a
+// runtime failure (exit 1). The caller calls done when it is done with
+// the client.
+func (f *adminFlags) open(c *cobra.Command) (locks *dl.Client, done func(), err error) {
 	redis.SetLogger(quietLogger{}) // the error below says it once; go-redis would log every dial
 	var rdb redis.UniversalClient
 	if f.cluster {
 		o, err := redis.ParseClusterURL(f.redis)
 		if err != nil {
-			return nil, nil, usagef("--redis %q: %v", redactURL(f.redis), err)
+			return nil, nil, usagef("--redis %q: %v", backend.Redact(f.redis), err)
 		}
 		rdb = redis.NewClusterClient(o)
 	} else {
 		o, err := redis.ParseURL(f.redis)
 		if err != nil {
-			return nil, nil, usagef("--redis %q: %v", redactURL(f.redis), err)
+			return nil, nil, usagef("--redis %q: %v", backend.Redact(f.redis), err)
 		}
 		rdb = redis.NewClient(o)
 	}
-	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	if err := rdb.Ping(pctx).Err(); err != nil {
+	if err := backend.PingRedis(c.Context(), rdb, f.redis); err != nil {
 		_ = rdb.Close()
-		return nil, nil, fmt.Errorf("redis %s: unreachable: %w", redactURL(f.redis), err)
+		return nil, nil, err
 	}
-	c, err := dl.New(rdb, dl.WithPrefix(f.prefix))
+	locks, err = dl.New(rdb, dl.WithPrefix(f.prefix))
 	if err != nil {
 		_ = rdb.Close()
 		return nil, nil, usagef("--prefix %q: %v", f.prefix, err)
 	}
-	return c, rdb, nil
+	fmt.Fprintln(c.ErrOrStderr(), serverLine(f.redis, flagSource(c, "redis")))
+	return locks, func() { _ = locks.Close(); _ = rdb.Close() }, nil
+}
+
+// serverLine names the Redis a command uses (its password hidden) and
+// where its URL came from: "redis: redis://127.0.0.1:6379/0 (the default)".
+func serverLine(url, from string) string {
+	return fmt.Sprintf("redis: %s (%s)", backend.Redact(url), from)
 }
 
 func newInspectCmd() *cobra.Command {
@@ -98,12 +106,11 @@ func newInspectCmd() *cobra.Command {
 			case limit < 0:
 				return usagef("inspect: --limit must be >= 0")
 			}
-			client, rdb, err := f.open(c.Context())
+			client, done, err := f.open(c)
 			if err != nil {
 				return err
 			}
-			defer rdb.Close()
-			defer client.Close()
+			defer done()
 			out := c.OutOrStdout()
 			if pattern != "" {
 				infos, err := client.List(c.Context(), pattern)
@@ -153,17 +160,18 @@ var knownInfoFields = map[string]bool{"Name": true, "Shape": true, "Held": true,
 
 // printInfo prints one lock for people.
 func printInfo(w io.Writer, info dl.Info, now time.Time) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "lock\t%s\n", info.Name)
+	var t table.Table
+	add := func(name, value string) { t.Rows = append(t.Rows, []string{name, value}) }
+	add("lock", info.Name)
 	if !info.Held {
-		fmt.Fprintf(tw, "state\tfree\n")
+		add("state", "free")
 	} else {
-		fmt.Fprintf(tw, "state\theld\n")
-		fmt.Fprintf(tw, "shape\t%s\n", info.Shape)
-		fmt.Fprintf(tw, "ttl\t%s\n", formatTTL(info.TTL))
+		add("state", "held")
+		add("shape", info.Shape)
+		add("ttl", formatTTL(info.TTL))
 	}
 	if info.LastFence != 0 {
-		fmt.Fprintf(tw, "last token\t%d\n", info.LastFence)
+		add("last token", strconv.FormatInt(info.LastFence, 10))
 	}
 	v := reflect.ValueOf(info)
 	var tables []reflect.StructField
@@ -177,18 +185,18 @@ func printInfo(w io.Writer, info dl.Info, now time.Time) {
 			continue
 		}
 		if !fv.IsZero() {
-			fmt.Fprintf(tw, "%s\t%s\n", label(sf.Name), formatValue(fv, now))
+			add(label(sf.Name), formatValue(fv, now))
 		}
 	}
-	_ = tw.Flush()
+	_ = t.Write(w)
 	if len(info.Holders) > 0 {
 		fmt.Fprintf(w, "\nholders (%d):\n", len(info.Holders))
-		printTable(w, reflect.ValueOf(info.Holders), now)
+		_ = structTable(reflect.ValueOf(info.Holders), now).Write(w)
 	}
 	for _, sf := range tables {
 		if fv := v.FieldByIndex(sf.Index); fv.Len() > 0 {
 			fmt.Fprintf(w, "\n%s (%d):\n", label(sf.Name), fv.Len())
-			printTable(w, fv, now)
+			_ = structTable(fv, now).Write(w)
 		}
 	}
 }
@@ -199,24 +207,35 @@ func printList(w io.Writer, infos []dl.Info, total int, now time.Time) {
 		fmt.Fprintln(w, "no held locks match")
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSHAPE\tAGE\tTTL\tHOLDERS\tTOKEN\tHOLDER")
-	for _, info := range infos {
-		age, token, holder := "-", "-", "-"
-		if len(info.Holders) > 0 {
-			h := info.Holders[0]
-			if !h.Since.IsZero() {
-				age = now.Sub(h.Since).Round(time.Millisecond).String()
+	_ = table.Of([]table.Column[dl.Info]{
+		table.Col("NAME", func(i dl.Info) string { return i.Name }),
+		table.Col("SHAPE", func(i dl.Info) string { return i.Shape }),
+		table.Col("AGE", func(i dl.Info) string {
+			if len(i.Holders) == 0 || i.Holders[0].Since.IsZero() {
+				return "-"
 			}
-			token = fmt.Sprint(h.Fence)
-			holder = fmt.Sprintf("%s %s/%d", h.ID, h.Host, h.PID)
+			return now.Sub(i.Holders[0].Since).Round(time.Millisecond).String()
+		}),
+		table.Col("TTL", func(i dl.Info) string { return formatTTL(i.TTL) }),
+		table.Col("HOLDERS", func(i dl.Info) string { return strconv.Itoa(len(i.Holders)) }),
+		table.Col("TOKEN", func(i dl.Info) string {
+			if len(i.Holders) == 0 {
+				return "-"
+			}
+			return strconv.FormatInt(i.Holders[0].Fence, 10)
+		}),
+		table.Col("HOLDER", func(i dl.Info) string {
+			if len(i.Holders) == 0 {
+				return "-"
+			}
+			h := i.Holders[0]
+			holder := fmt.Sprintf("%s %s/%d", h.ID, h.Host, h.PID)
 			if h.Label != "" {
 				holder += " " + h.Label
 			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", info.Name, info.Shape, age, formatTTL(info.TTL), len(info.Holders), token, holder)
-	}
-	_ = tw.Flush()
+			return holder
+		}),
+	}, infos).Write(w)
 	if len(infos) < total {
 		fmt.Fprintf(w, "%d of %d held locks (the oldest)\n", len(infos), total)
 	} else {
@@ -224,10 +243,11 @@ func printList(w io.Writer, infos []dl.Info, total int, now time.Time) {
 	}
 }
 
-// printTable prints a slice of structs as a table: one column per exported
-// field that is set in some row, so fields added to the struct show up
-// without changes here, and fields of other shapes stay out of the way.
-func printTable(w io.Writer, rows reflect.Value, now time.Time) {
+// structTable lays a slice of structs out as a table (indented under its
+// heading): one column per exported field that is set in some row, so
+// fields added to the struct show up without changes here, and fields of
+// other shapes stay out of the way.
+func structTable(rows reflect.Value, now time.Time) table.Table {
 	typ := rows.Type().Elem()
 	for typ.Kind() == reflect.Pointer {
 		typ = typ.Elem()
@@ -251,12 +271,10 @@ func printTable(w io.Writer, rows reflect.Value, now time.Time) {
 			}
 		}
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	head := make([]string, len(fields))
+	t := table.Table{Indent: "  ", Head: make([]string, len(fields))}
 	for i, sf := range fields {
-		head[i] = strings.ToUpper(label(sf.Name))
+		t.Head[i] = strings.ToUpper(label(sf.Name))
 	}
-	fmt.Fprintln(tw, "  "+strings.Join(head, "\t"))
 	for i := range rows.Len() {
 		r := row(i)
 		cells := make([]string, len(fields))
@@ -266,9 +284,9 @@ func printTable(w io.Writer, rows reflect.Value, now time.Time) {
 				cells[j] = formatValue(r.FieldByIndex(sf.Index), now)
 			}
 		}
-		fmt.Fprintln(tw, "  "+strings.Join(cells, "\t"))
+		t.Rows = append(t.Rows, cells)
 	}
-	_ = tw.Flush()
+	return t
 }
 
 func isStructSlice(v reflect.Value) bool {

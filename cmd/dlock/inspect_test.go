@@ -139,7 +139,7 @@ func TestPrintTableGeneric(t *testing.T) {
 	}
 	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 	var b strings.Builder
-	printTable(&b, reflect.ValueOf([]waiter{{"abcd1234", now.Add(2 * time.Second), 1500 * time.Millisecond, ""}, {ID: "ef567890"}}), now)
+	_ = structTable(reflect.ValueOf([]waiter{{"abcd1234", now.Add(2 * time.Second), 1500 * time.Millisecond, ""}, {ID: "ef567890"}}), now).Write(&b)
 	out := b.String()
 	for _, want := range []string{"ID", "DEADLINE", "WAIT", "abcd1234", "2025-01-01T12:00:02.000Z (-2s ago)", "1.5s", "ef567890"} {
 		if !strings.Contains(out, want) {
@@ -214,7 +214,7 @@ func TestInspectBadInput(t *testing.T) {
 		if code != 2 {
 			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, stderr)
 		}
-		if strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+		if !oneLineError(stderr) {
 			t.Errorf("%v: want a one-line error, got %q", args, stderr)
 		}
 	}
@@ -401,7 +401,7 @@ func TestInspectUnlockExitCodes(t *testing.T) {
 			if code != tc.code {
 				t.Errorf("%s: %v: exit %d, want %d (stderr %q)", tc.why, args, code, tc.code, stderr)
 			}
-			if strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+			if !oneLineError(stderr) {
 				t.Errorf("%s: %v: want a one-line error, got %q", tc.why, args, stderr)
 			}
 		}

@@ -48,7 +48,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "dlock:", strings.TrimPrefix(err.Error(), "dlock: "))
+	// One line, whatever the error: a client library's multi-line message
+	// (pgx lists every address it dialled) is joined with "; ".
+	msg := strings.TrimPrefix(err.Error(), "dlock: ")
+	msg = strings.NewReplacer("\n\t", "; ", "\n", "; ").Replace(strings.TrimSpace(msg))
+	fmt.Fprintln(stderr, "dlock:", msg)
 	var ue usageError
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
 		return exitUsage

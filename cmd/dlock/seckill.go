@@ -58,22 +58,21 @@ prededuct's stock.`,
 			var res *drill.SeckillResult
 			var names []string
 			var signals []lockSignals
-			var err error
 			if len(targets) > 0 {
 				fmt.Fprintf(f.infoOut(c), "targets: %s\n", strings.Join(targets, ", "))
-				res, err = drill.SeckillHTTP(c.Context(), targets, sku, o.Buyers, o.Concurrency, o.Seed, bar.update)
-				if errors.Is(err, drill.ErrUnreachable) {
-					return usageError{err}
+				var err error
+				if res, err = drill.SeckillHTTP(c.Context(), targets, sku, o.Buyers, o.Concurrency, o.Seed, bar.update); err != nil {
+					return err // a target that does not answer: exit 1
 				}
 			} else {
 				if db != "" {
 					st, err := inventory.Open(c.Context(), db)
 					if err != nil {
-						return usageError{fmt.Errorf("--db: %w", err)}
+						return dbError(err)
 					}
 					st.Close()
 				}
-				r, err := f.openRedis(c)
+				r, err := f.open(c, backend.Redis)
 				if err != nil {
 					return err
 				}
@@ -88,13 +87,9 @@ prededuct's stock.`,
 				}
 				o.DSN, o.Progress = db, bar.update
 				fmt.Fprintf(f.infoOut(c), "database: %s\n", dbKind(db))
-				res, names, signals, err = seckillWithSignals(c, r, o)
-				if err != nil {
+				if res, names, signals, err = seckillWithSignals(c, r, o); err != nil {
 					return err
 				}
-			}
-			if err != nil {
-				return err
 			}
 			bar.finish()
 			if f.json {
@@ -116,12 +111,12 @@ prededuct's stock.`,
 				}
 				return nil
 			}
-			fmt.Fprintln(c.OutOrStdout())
-			res.Print(c.OutOrStdout())
+			sum := res.Summary()
 			if len(signals) > 0 {
-				printSignals(c.OutOrStdout(), names, signals)
+				sum.Tables = append(sum.Tables, signalTable(names, signals))
 			}
-			return nil
+			fmt.Fprintln(c.OutOrStdout())
+			return sum.WriteText(c.OutOrStdout())
 		},
 	}
 	f.registerBackend(c)
@@ -141,7 +136,7 @@ prededuct's stock.`,
 
 // seckillWithSignals runs the sale one strategy at a time, each with its
 // own Prometheus observer, and reads the lock signals back.
-func seckillWithSignals(c *cobra.Command, r *drill.Redis, o drill.SeckillOptions) (*drill.SeckillResult, []string, []lockSignals, error) {
+func seckillWithSignals(c *cobra.Command, r *backend.Backend, o drill.SeckillOptions) (*drill.SeckillResult, []string, []lockSignals, error) {
 	names := o.Strategies
 	if len(names) == 0 {
 		names = inventory.Names
@@ -171,6 +166,17 @@ func seckillWithSignals(c *cobra.Command, r *drill.Redis, o drill.SeckillOptions
 		sig = append(sig, s)
 	}
 	return all, names, sig, nil
+}
+
+// dbError marks a database that cannot be opened: a DSN that cannot be
+// read is bad input (exit 2); a database that does not answer, a runtime
+// failure (exit 1).
+func dbError(err error) error {
+	err = fmt.Errorf("--db: %w", err)
+	if errors.Is(err, inventory.ErrInvalidInput) {
+		return usageError{err}
+	}
+	return err
 }
 
 func dbKind(dsn string) string {

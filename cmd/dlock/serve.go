@@ -11,9 +11,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	dl "github.com/dlockgo/dlock" // dl: "dlock" is taken by the tests' helper
+	"github.com/dlockgo/dlock/cmd/dlock/backend"
 	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
@@ -25,6 +27,7 @@ type serveConfig struct {
 	listen    string
 	strategy  string
 	redisURL  string
+	redisFrom string // where redisURL came from (flagSource)
 	db        string
 	stock     []string // SKU=QTY
 	maxBody   int64
@@ -68,6 +71,7 @@ says so on stderr and leaves the stock as it is.`,
 			"  dlock serve --strategy lock --listen 127.0.0.1:8081 --db postgres://postgres@127.0.0.1:5432/shop --redis redis://127.0.0.1:6379/0",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			cfg.redisFrom = flagSource(c, "redis")
 			return runServe(c.Context(), cfg, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
@@ -124,17 +128,20 @@ func runServe(ctx context.Context, cfg serveConfig, out, errOut io.Writer) error
 	}
 	ropt, err := redis.ParseURL(cfg.redisURL)
 	if err != nil {
-		return usagef("--redis: not a Redis URL: %v", err)
+		return usagef("--redis %q: not a Redis URL: %v", backend.Redact(cfg.redisURL), err)
 	}
 	rdb := redis.NewClient(ropt)
 	defer rdb.Close()
+	from := cfg.redisFrom
+	if from == "" {
+		from = "the default"
+	}
 	if needsRedis(cfg.strategy) { // the others start (and sell) without Redis
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err = rdb.Ping(pctx).Err()
-		cancel()
-		if err != nil {
-			return usagef("--redis %s: unreachable (strategy %s needs Redis): %v", ropt.Addr, cfg.strategy, err)
+		if err := backend.PingRedis(ctx, rdb, cfg.redisURL); err != nil {
+			return fmt.Errorf("%w (strategy %s needs Redis)", err, cfg.strategy)
 		}
+	} else {
+		from += "; not needed by strategy " + cfg.strategy
 	}
 	dsn := cfg.db
 	if dsn == "" {
@@ -147,7 +154,7 @@ func runServe(ctx context.Context, cfg serveConfig, out, errOut io.Writer) error
 	store, err := inventory.Open(octx, dsn)
 	cancel()
 	if err != nil {
-		return usagef("--db: %v", err)
+		return dbError(err)
 	}
 	defer store.Close()
 	obs, reg, err := newSignalRegistry()
@@ -200,6 +207,9 @@ func runServe(ctx context.Context, cfg serveConfig, out, errOut io.Writer) error
 	if err != nil {
 		stopConsumer()
 		<-consumerDone
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("--listen %s: %w", cfg.listen, err) // the address is fine, and taken: exit 1
+		}
 		return usagef("--listen %s: %v", cfg.listen, err)
 	}
 	sh := shop{strategy: strat, store: store, rdb: rdb, prededuct: pd, maxBody: cfg.maxBody, metrics: metrics}
@@ -210,6 +220,9 @@ func runServe(ctx context.Context, cfg serveConfig, out, errOut io.Writer) error
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       60 * time.Second,
 	}
+	// Which Redis, on stderr, once the input is known to be good (the
+	// errors above are one line each).
+	fmt.Fprintln(errOut, serverLine(cfg.redisURL, from))
 	fmt.Fprintf(out, "dlock serve: strategy %s, %s database, redis %s, listening on http://%s\n",
 		strat.Name(), store.Kind(), ropt.Addr, ln.Addr())
 	served := make(chan error, 1)
@@ -246,8 +259,11 @@ func runServe(ctx context.Context, cfg serveConfig, out, errOut io.Writer) error
 // nothing and says so on errOut, with what the database holds.
 func putOnSale(ctx context.Context, store inventory.Store, sku string, qty int64, errOut io.Writer) error {
 	created, err := store.AddSKU(ctx, sku, qty)
-	if err != nil && !errors.Is(err, inventory.ErrExists) {
+	if errors.Is(err, inventory.ErrInvalidInput) {
 		return usagef("--stock %s=%d: %v", sku, qty, err)
+	}
+	if err != nil && !errors.Is(err, inventory.ErrExists) {
+		return fmt.Errorf("--stock %s=%d: %w", sku, qty, err)
 	}
 	if created {
 		return nil

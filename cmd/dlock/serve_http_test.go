@@ -266,8 +266,8 @@ func TestServeDefaultDatabase(t *testing.T) {
 }
 
 // TestServeConditionalWithoutRedis: a strategy that needs no Redis starts,
-// is healthy and sells with no Redis at all; one that needs it refuses to
-// start (exit 2).
+// is healthy and sells with no Redis at all, and says so; one that needs it
+// refuses to start (exit 1: Redis is down, the input is fine).
 func TestServeConditionalWithoutRedis(t *testing.T) {
 	db := "sqlite:" + filepath.Join(t.TempDir(), "shop.db")
 	s := startServe(t, "--redis", "redis://127.0.0.1:1/0", "--db", db, "--stock", "1001=2")
@@ -277,8 +277,11 @@ func TestServeConditionalWithoutRedis(t *testing.T) {
 	if code, _, body := call(t, "POST", s.url+"/orders", order("1001", 1, "a", "r1")); code != http.StatusCreated {
 		t.Fatalf("order: %d %v, want 201", code, body)
 	}
+	if want := "redis: redis://127.0.0.1:1/0 (from --redis; not needed by strategy conditional)\n"; s.errOut.String() != want {
+		t.Errorf("stderr %q, want %q", s.errOut.String(), want)
+	}
 	var out, errb lockedBuffer
-	if code := run(context.Background(), []string{"serve", "--strategy", "fenced", "--redis", "redis://127.0.0.1:1/0", "--db", db}, &out, &errb); code != exitUsage {
-		t.Fatalf("fenced without Redis: exit %d, want %d: %s", code, exitUsage, errb.String())
+	if code := run(context.Background(), []string{"serve", "--strategy", "fenced", "--redis", "redis://127.0.0.1:1/0", "--db", db}, &out, &errb); code != exitError {
+		t.Fatalf("fenced without Redis: exit %d, want %d: %s", code, exitError, errb.String())
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -55,25 +54,7 @@ func TestServePredeductRedisRestart(t *testing.T) {
 		return code == http.StatusOK
 	})
 
-	var mu sync.Mutex
-	codes := map[int]int{}
-	var wg sync.WaitGroup
-	for i := range 30 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			code := 0
-			resp, err := http.Post(replicas[i%2].url+"/orders", "application/json", strings.NewReader(order("1001", 1, fmt.Sprint("b", i), fmt.Sprint("late-", i))))
-			if err == nil {
-				code = resp.StatusCode
-				resp.Body.Close()
-			}
-			mu.Lock()
-			codes[code]++
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	codes := buyAtOnce(replicas, 30, "1001", "late-")
 	if codes[http.StatusCreated] != 6 || codes[http.StatusConflict] != 24 {
 		t.Fatalf("after the restart: status codes %v, want 6×201 and 24×409", codes)
 	}

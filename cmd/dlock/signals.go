@@ -1,10 +1,10 @@
 package main
 
 import (
-	"fmt"
-	"io"
 	"math"
-	"text/tabwriter"
+	"strconv"
+
+	"github.com/dlockgo/dlock/cmd/dlock/table"
 
 	"github.com/dlockgo/dlock/dlockprom"
 	"github.com/prometheus/client_golang/prometheus"
@@ -124,14 +124,29 @@ func quantile(f *dto.MetricFamily, q float64) float64 {
 	return math.NaN()
 }
 
-// printSignals writes one row per strategy.
-func printSignals(w io.Writer, names []string, sig []lockSignals) {
-	fmt.Fprintln(w, "\nlock signals (the metrics dlock serve exposes at /metrics):")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\tacquired\tnot acquired\terrors\twait p99 ms\thold p99 ms\tleases lost\tunlocks found lost\trenewals\t")
-	for i, s := range sig {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t\n", names[i],
-			s.Acquired, s.NotAcquired, s.Errors, s.WaitP99MS, s.HoldP99MS, s.Lost, s.FoundLost, s.Renewals)
+// signalTable is one row of lock signals per strategy.
+func signalTable(names []string, sig []lockSignals) table.Table {
+	type named struct {
+		name string
+		lockSignals
 	}
-	tw.Flush()
+	rows := make([]named, len(sig))
+	for i, s := range sig {
+		rows[i] = named{names[i], s}
+	}
+	n := func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
+	ms := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+	t := table.Of([]table.Column[named]{
+		table.Col("strategy", func(x named) string { return x.name }),
+		table.Col("acquired", func(x named) string { return n(x.Acquired) }),
+		table.Col("not acquired", func(x named) string { return n(x.NotAcquired) }),
+		table.Col("errors", func(x named) string { return n(x.Errors) }),
+		table.Col("wait p99 ms", func(x named) string { return ms(x.WaitP99MS) }),
+		table.Col("hold p99 ms", func(x named) string { return ms(x.HoldP99MS) }),
+		table.Col("leases lost", func(x named) string { return n(x.Lost) }),
+		table.Col("unlocks found lost", func(x named) string { return n(x.FoundLost) }),
+		table.Col("renewals", func(x named) string { return n(x.Renewals) }),
+	}, rows)
+	t.Title = "lock signals (the metrics dlock serve exposes at /metrics):"
+	return t
 }

@@ -37,12 +37,11 @@ func newUnlockCmd() *cobra.Command {
 				return usagef("unlock: give one lock NAME (got %d)", len(args))
 			}
 			name := args[0]
-			client, rdb, err := f.open(c.Context())
+			client, done, err := f.open(c)
 			if err != nil {
 				return err
 			}
-			defer rdb.Close()
-			defer client.Close()
+			defer done()
 			msgs := c.OutOrStdout()
 			if f.json {
 				msgs = c.ErrOrStderr()

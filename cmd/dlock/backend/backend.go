@@ -27,8 +27,12 @@ var Kinds = []string{Redis, Etcd, ZooKeeper}
 var (
 	// ErrUnknown wraps a backend name Open does not know.
 	ErrUnknown = errors.New("unknown backend")
-	// ErrUnreachable wraps a server the caller named that does not answer.
+	// ErrUnreachable wraps a server the caller named that does not answer
+	// (a runtime failure: the command exits 1).
 	ErrUnreachable = errors.New("unreachable")
+	// ErrBadAddress wraps an address Open cannot read (bad input: the
+	// command exits 2).
+	ErrBadAddress = errors.New("bad address")
 )
 
 // ClientOptions configure one actor's client.
@@ -68,6 +72,9 @@ type Backend struct {
 	Addr string
 	// Desc says what the service is, for the first line of a drill's output.
 	Desc string
+	// Embedded is true when Open started the server (and Close stops it):
+	// no address was given.
+	Embedded bool
 
 	newClient func(ctx context.Context, o ClientOptions) (Client, error)
 	close     func() error
@@ -76,20 +83,28 @@ type Backend struct {
 }
 
 // Open returns the backend kind at addr (checked to answer within a few
-// seconds; an error wrapping ErrUnreachable if it does not), or, when addr
-// is empty, a server started for the caller on free loopback ports and
+// seconds; an error wrapping ErrUnreachable if it does not, ErrBadAddress if
+// addr cannot be read), or, when addr is empty, a server started for the caller on free loopback ports and
 // stopped by Close: a redis-server from PATH (else an in-process miniredis),
 // an etcd member, a ZooKeeper server. kind "" means Redis.
 func Open(ctx context.Context, kind, addr string) (*Backend, error) {
+	var open func(context.Context, string) (*Backend, error)
 	switch strings.ToLower(kind) {
 	case "", Redis:
-		return openRedis(ctx, addr)
+		open = openRedis
 	case Etcd:
-		return openEtcd(ctx, addr)
+		open = openEtcd
 	case ZooKeeper, "zk":
-		return openZooKeeper(ctx, addr)
+		open = openZooKeeper
+	default:
+		return nil, fmt.Errorf("%w %q: want one of %s", ErrUnknown, kind, strings.Join(Kinds, ", "))
 	}
-	return nil, fmt.Errorf("%w %q: want one of %s", ErrUnknown, kind, strings.Join(Kinds, ", "))
+	b, err := open(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	b.Embedded = addr == ""
+	return b, nil
 }
 
 // NewClient returns a new client on the service, for one actor.
@@ -110,8 +125,9 @@ func (b *Backend) Close() error {
 	return b.closeErr
 }
 
-// splitAddrs reads comma-separated host:port endpoints.
-func splitAddrs(addr string) ([]string, error) {
+// splitAddrs reads the comma-separated host:port endpoints of a kind of
+// server; an error wraps ErrBadAddress.
+func splitAddrs(kind, addr string) ([]string, error) {
 	var out []string
 	for _, a := range strings.Split(addr, ",") {
 		a = strings.TrimSpace(a)
@@ -120,12 +136,12 @@ func splitAddrs(addr string) ([]string, error) {
 			continue
 		}
 		if !strings.Contains(a, ":") {
-			return nil, fmt.Errorf("%q: want host:port", a)
+			return nil, fmt.Errorf("%s %q: %w %q: want host:port", kind, addr, ErrBadAddress, a)
 		}
 		out = append(out, a)
 	}
 	if len(out) == 0 {
-		return nil, errors.New("no host:port given")
+		return nil, fmt.Errorf("%s %q: %w: no host:port given", kind, addr, ErrBadAddress)
 	}
 	return out, nil
 }

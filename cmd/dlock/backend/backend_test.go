@@ -149,11 +149,19 @@ func TestBadInput(t *testing.T) {
 		backend.Etcd:      "no-port",
 		backend.ZooKeeper: ",",
 	} {
-		if _, err := backend.Open(ctx, kind, addr); err == nil || errors.Is(err, backend.ErrUnreachable) {
-			t.Errorf("%s at %q: %v, want a bad-address error", kind, addr, err)
+		if _, err := backend.Open(ctx, kind, addr); !errors.Is(err, backend.ErrBadAddress) || errors.Is(err, backend.ErrUnreachable) {
+			t.Errorf("%s at %q: %v, want ErrBadAddress", kind, addr, err)
 		}
 	}
 	b := open(t, backend.Redis, "")
+	if !b.Embedded || open(t, backend.Redis, b.Addr).Embedded {
+		t.Error("Embedded is not true exactly when Open started the server")
+	}
+	if rdb, err := b.RedisClient(); err != nil || rdb.Ping(ctx).Err() != nil {
+		t.Errorf("RedisClient: %v", err)
+	} else {
+		rdb.Close()
+	}
 	if _, err := b.NewClient(ctx, backend.ClientOptions{Session: -time.Second}); !errors.Is(err, dlock.ErrInvalidDuration) {
 		t.Errorf("negative session: %v", err)
 	}

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -25,9 +26,9 @@ const (
 func openEtcd(ctx context.Context, addr string) (*Backend, error) {
 	b := &Backend{Kind: Etcd}
 	if addr != "" {
-		eps, err := splitAddrs(addr)
+		eps, err := splitAddrs(Etcd, addr)
 		if err != nil {
-			return nil, fmt.Errorf("etcd %q: %w", addr, err)
+			return nil, err
 		}
 		b.Addr = strings.Join(eps, ",")
 		cli, err := dialEtcd(b.Addr)
@@ -94,10 +95,4 @@ type etcdClient struct {
 func (e *etcdClient) Mutex(name string) dlock.Locker { return e.c.Mutex(name) }
 func (e *etcdClient) Lock(name string) dlock.Locker  { return e.c.Lock(name) }
 
-func (e *etcdClient) Close() error {
-	err := e.c.Close()
-	if cerr := e.cli.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func (e *etcdClient) Close() error { return errors.Join(e.c.Close(), e.cli.Close()) }

@@ -2,7 +2,9 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"os/exec"
 
 	"github.com/alicebob/miniredis/v2"
@@ -17,14 +19,12 @@ func openRedis(ctx context.Context, url string) (*Backend, error) {
 	if url != "" {
 		o, err := redis.ParseURL(url)
 		if err != nil {
-			return nil, fmt.Errorf("redis %q: %w", url, err)
+			return nil, fmt.Errorf("redis %q: %w: %v", Redact(url), ErrBadAddress, err)
 		}
 		c := redis.NewClient(o)
 		defer c.Close()
-		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
-		defer cancel()
-		if err := c.Ping(pctx).Err(); err != nil {
-			return nil, fmt.Errorf("redis %s: %w: %v", url, ErrUnreachable, err)
+		if err := PingRedis(ctx, c, url); err != nil {
+			return nil, err
 		}
 		b.Desc = "redis at " + o.Addr
 	} else if _, err := exec.LookPath("redis-server"); err == nil {
@@ -44,9 +44,44 @@ func openRedis(ctx context.Context, url string) (*Backend, error) {
 	}
 	addr := b.Addr
 	b.newClient = func(_ context.Context, o ClientOptions) (Client, error) {
-		return NewRedisClient(addr, o)
+		return newRedisClient(addr, o)
 	}
 	return b, nil
+}
+
+// PingRedis checks within a few seconds that the Redis rdb talks to (named
+// url in the error) answers: an error wrapping ErrUnreachable if it does
+// not.
+func PingRedis(ctx context.Context, rdb redis.UniversalClient, url string) error {
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		return fmt.Errorf("redis %s: %w: %v", Redact(url), ErrUnreachable, err)
+	}
+	return nil
+}
+
+// Redact hides the password of a URL, for messages.
+func Redact(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
+}
+
+// RedisClient returns a new go-redis client on b, a Redis backend, for
+// what a drill does with Redis itself (its storage, a naive lock); the
+// caller closes it.
+func (b *Backend) RedisClient() (*redis.Client, error) {
+	if b.Kind != Redis {
+		return nil, fmt.Errorf("%s is not a Redis", b.Desc)
+	}
+	o, err := redis.ParseURL(b.Addr)
+	if err != nil {
+		return nil, err
+	}
+	return redis.NewClient(o), nil
 }
 
 // redisClient is one actor's go-redis client and dlock client.
@@ -55,9 +90,9 @@ type redisClient struct {
 	locks *dlock.Client
 }
 
-// NewRedisClient returns a client on the Redis at url (not checked: the
+// newRedisClient returns a client on the Redis at url (not checked: the
 // first lock call reports a server that does not answer).
-func NewRedisClient(url string, o ClientOptions) (Client, error) {
+func newRedisClient(url string, o ClientOptions) (Client, error) {
 	if o.Session < 0 {
 		return nil, fmt.Errorf("%w: negative session %v", dlock.ErrInvalidDuration, o.Session)
 	}
@@ -84,14 +119,4 @@ func NewRedisClient(url string, o ClientOptions) (Client, error) {
 func (c *redisClient) Mutex(name string) dlock.Locker { return c.locks.Mutex(name) }
 func (c *redisClient) Lock(name string) dlock.Locker  { return c.locks.Lock(name) }
 
-// Locks returns the underlying dlock client (for what only Redis has:
-// Inspect, ReplicaAck).
-func (c *redisClient) Locks() *dlock.Client { return c.locks }
-
-func (c *redisClient) Close() error {
-	err := c.locks.Close()
-	if cerr := c.rdb.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func (c *redisClient) Close() error { return errors.Join(c.locks.Close(), c.rdb.Close()) }

@@ -23,9 +23,9 @@ const (
 func openZooKeeper(ctx context.Context, addr string) (*Backend, error) {
 	b := &Backend{Kind: ZooKeeper}
 	if addr != "" {
-		addrs, err := splitAddrs(addr)
+		addrs, err := splitAddrs(ZooKeeper, addr)
 		if err != nil {
-			return nil, fmt.Errorf("zookeeper %q: %w", addr, err)
+			return nil, err
 		}
 		b.Addr = strings.Join(addrs, ",")
 		pctx, cancel := context.WithTimeout(ctx, pingTimeout)

@@ -31,6 +31,7 @@ func TestLeaseOnEveryBackend(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			checkClaims(t, res.Summary())
 			if res.Backend != kind {
 				t.Errorf("backend %q", res.Backend)
 			}
@@ -49,4 +50,16 @@ func TestLeaseOnEveryBackend(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The issue-20 run: `dlock drill lease --backend etcd` at its defaults (500 ms
+// lease, 800 ms of work) once printed "B acquired: now two workers are
+// inside" when B got in after A's Unlock. Whatever etcd does with the
+// lease, the lines must agree with the recorded spans.
+func TestLeaseEtcdDefaults(t *testing.T) {
+	res, err := drill.Lease(context.Background(), openBackend(t, backend.Etcd), 500*time.Millisecond, 800*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkClaims(t, res.Summary())
 }

@@ -3,9 +3,7 @@ package drill
 import (
 	"context"
 	"fmt"
-	"io"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,17 +13,20 @@ import (
 
 // ContentionResult is what the contention drill (000 §3.5) measured.
 type ContentionResult struct {
-	Backend      string   `json:"backend"`
-	Workers      int      `json:"workers"`
-	Loops        int      `json:"loops"`
-	WorkMS       float64  `json:"work_ms"`
-	Acquisitions int      `json:"acquisitions"`
-	P50MS        float64  `json:"p50_ms"`
-	P90MS        float64  `json:"p90_ms"`
-	P99MS        float64  `json:"p99_ms"`
-	MaxMS        float64  `json:"max_ms"`
-	ElapsedMS    float64  `json:"elapsed_ms"`
-	HandoffsPerS float64  `json:"handoffs_per_s"` // acquisitions per second of the whole run
+	Backend      string  `json:"backend"`
+	Workers      int     `json:"workers"`
+	Loops        int     `json:"loops"`
+	WorkMS       float64 `json:"work_ms"`
+	Acquisitions int     `json:"acquisitions"`
+	P50MS        float64 `json:"p50_ms"`
+	P90MS        float64 `json:"p90_ms"`
+	P99MS        float64 `json:"p99_ms"`
+	MaxMS        float64 `json:"max_ms"`
+	ElapsedMS    float64 `json:"elapsed_ms"`
+	HandoffsPerS float64 `json:"handoffs_per_s"` // acquisitions per second of the whole run
+	// DoubleGrants counts the acquisitions that got in while another
+	// worker was inside (from the spans).
+	DoubleGrants int      `json:"double_grants"`
 	Histogram    []Bucket `json:"histogram"`
 	Spans        []Span   `json:"-"`
 }
@@ -33,7 +34,7 @@ type ContentionResult struct {
 // Contention runs workers × loops acquisitions of one lock, each worker its
 // own Client (as separate service instances would be), holding it for work,
 // and measures the time each acquisition waited.
-func Contention(ctx context.Context, b LockService, workers, loops int, work time.Duration) (*ContentionResult, error) {
+func Contention(ctx context.Context, b *backend.Backend, workers, loops int, work time.Duration) (*ContentionResult, error) {
 	if workers < 1 || loops < 1 || work < 0 {
 		return nil, fmt.Errorf("workers and loops must be >= 1, work >= 0")
 	}
@@ -67,7 +68,7 @@ func Contention(ctx context.Context, b LockService, workers, loops int, work tim
 					return
 				}
 				my = append(my, time.Since(t0))
-				span := tl.Begin("one lock, each worker its own client", who)
+				span := tl.Begin(Span{Lane: "one lock, each worker its own client", Who: who})
 				if err := sleep(ctx, work); err != nil {
 					errs <- err
 					return
@@ -89,27 +90,29 @@ func Contention(ctx context.Context, b LockService, workers, loops int, work tim
 	for err := range errs {
 		return nil, err
 	}
-	res := &ContentionResult{Backend: kindOf(b), Workers: workers, Loops: loops, WorkMS: msf(work), Acquisitions: len(waits),
+	res := &ContentionResult{Backend: b.Kind, Workers: workers, Loops: loops, WorkMS: msf(work), Acquisitions: len(waits),
 		ElapsedMS: msf(elapsed), HandoffsPerS: float64(len(waits)) / elapsed.Seconds()}
 	slices.Sort(waits)
 	res.P50MS, res.P90MS = msf(pct(waits, 50)), msf(pct(waits, 90))
 	res.P99MS, res.MaxMS = msf(pct(waits, 99)), msf(waits[len(waits)-1])
 	res.Histogram = histogram(waits)
 	res.Spans = tl.Spans()
+	res.DoubleGrants = DoubleGrants(res.Spans)
 	return res, nil
 }
 
-// Report returns the drill's HTML report.
-func (r *ContentionResult) Report() *Report {
-	return &Report{
-		Title:     fmt.Sprintf("contention (000 §3.5): %d workers × %d loops on one lock", r.Workers, r.Loops),
-		Spans:     r.Spans,
+// Summary returns what the text and the HTML report show.
+func (r *ContentionResult) Summary() *Summary {
+	return &Summary{
+		Title: fmt.Sprintf("contention (000 §3.5) on %s: %d workers × %d loops on one lock, %.1f ms of work inside",
+			r.Backend, r.Workers, r.Loops, r.WorkMS),
 		Histogram: r.Histogram,
-		Figures: [][2]string{
-			{"acquisitions", fmt.Sprint(r.Acquisitions)},
-			{"work inside", fmt.Sprintf("%.1f ms", r.WorkMS)},
+		Figures: []Figure{
+			{"acquisitions", fmt.Sprintf("%d in %.0f ms: %.0f/s", r.Acquisitions, r.ElapsedMS, r.HandoffsPerS)},
 			{"wait p50 / p90 / p99 / max", fmt.Sprintf("%.2f / %.2f / %.2f / %.2f ms", r.P50MS, r.P90MS, r.P99MS, r.MaxMS)},
+			{"got in while another was inside", fmt.Sprint(r.DoubleGrants)},
 		},
+		Spans: r.Spans,
 	}
 }
 
@@ -120,16 +123,6 @@ func pct(sorted []time.Duration, p int) time.Duration {
 	}
 	i := (len(sorted)*p + 99) / 100
 	return sorted[max(0, min(len(sorted)-1, i-1))]
-}
-
-// Print writes the result for people, with the histogram.
-func (r *ContentionResult) Print(w io.Writer) {
-	fmt.Fprintf(w, "contention (000 §3.5): %d workers × %d loops on one lock, %.1f ms of work inside\n\n",
-		r.Workers, r.Loops, r.WorkMS)
-	printHistogram(w, r.Histogram)
-	fmt.Fprintf(w, "\nacquisitions %d   wait p50 %.2f ms   p90 %.2f ms   p99 %.2f ms   max %.2f ms\n",
-		r.Acquisitions, r.P50MS, r.P90MS, r.P99MS, r.MaxMS)
-	fmt.Fprintf(w, "%s: %.0f acquisitions/s over %.0f ms\n", r.Backend, r.HandoffsPerS, r.ElapsedMS)
 }
 
 // Bucket is one bar of a wait-time histogram: waits in (LoMS, HiMS].
@@ -162,15 +155,4 @@ func histogram(ds []time.Duration) []Bucket {
 		last--
 	}
 	return bs[first : last+1]
-}
-
-func printHistogram(w io.Writer, bs []Bucket) {
-	most := 1
-	for _, b := range bs {
-		most = max(most, b.Count)
-	}
-	for _, b := range bs {
-		bar := strings.Repeat("█", (b.Count*40+most-1)/most)
-		fmt.Fprintf(w, "  %7.1f – %7.1f ms │%-40s %d\n", b.LoMS, b.HiMS, bar, b.Count)
-	}
 }

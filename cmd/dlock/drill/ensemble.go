@@ -3,7 +3,7 @@ package drill
 import (
 	"context"
 	"errors"
-	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,132 +16,125 @@ import (
 // be negotiated (2 to 20 ticks).
 const ensembleTick = 500 * time.Millisecond
 
-func init() {
-	startEnsemble[backend.Etcd] = startEtcdEnsemble
-	startEnsemble[backend.ZooKeeper] = startZKEnsemble
+// startEnsemble starts a 3-member cluster of a backend under dir.
+var startEnsemble = map[string]func(ctx context.Context, dir string) (*ensemble, error){
+	backend.Etcd:      startEtcdEnsemble,
+	backend.ZooKeeper: startZKEnsemble,
 }
 
-// clientProxies puts a cuttable proxy in front of every member's client
-// address: the clients connect through them, so a partition can cut a
-// member's clients off.
-type clientProxies []*etcdproc.Proxy
+// member is one server of an ensemble (an etcd member, a ZooKeeper server).
+type member interface {
+	Kill() error
+	Restart(ctx context.Context) error
+	Pause() error
+	Resume() error
+}
 
-func newClientProxies(addrs []string) (clientProxies, error) {
-	var ps clientProxies
+// ensemble is a 3-member cluster the drill injects faults into, with a
+// cuttable proxy in front of every member's client address: the clients
+// connect through them, so a partition can cut a member's clients off
+// while its peers still reach it.
+type ensemble struct {
+	members []member
+	px      []*etcdproc.Proxy
+	leader  func(ctx context.Context) (member, error)
+	close   func() error
+}
+
+// newEnsemble puts a proxy in front of each client address (addrs[i] is
+// members[i]'s).
+func newEnsemble(members []member, addrs []string, leader func(context.Context) (member, error), closeFn func() error) (*ensemble, error) {
+	e := &ensemble{members: members, leader: leader, close: closeFn}
 	for _, a := range addrs {
 		p, err := etcdproc.NewProxy(a)
 		if err != nil {
-			ps.close()
+			e.Close()
 			return nil, err
 		}
-		ps = append(ps, p)
+		e.px = append(e.px, p)
 	}
-	return ps, nil
+	return e, nil
 }
 
-func (ps clientProxies) addr() string {
-	out := make([]string, len(ps))
-	for i, p := range ps {
+// Addr is the client endpoints (the proxies), as backend.Open takes them.
+func (e *ensemble) Addr() string {
+	out := make([]string, len(e.px))
+	for i, p := range e.px {
 		out[i] = p.Addr()
 	}
 	return strings.Join(out, ",")
 }
 
-func (ps clientProxies) close() error {
+// Leader returns the index of the current leader.
+func (e *ensemble) Leader(ctx context.Context) (int, error) {
+	m, err := e.leader(ctx)
+	if err != nil {
+		return -1, err
+	}
+	if i := slices.Index(e.members, m); i >= 0 {
+		return i, nil
+	}
+	return -1, errors.New("the leader is not a member")
+}
+
+// faultOps says, for each of ConsensusFaults, how it strikes member i of
+// an ensemble and how it is undone: SIGKILL and a restart (waited for up
+// to 60 s), SIGSTOP and SIGCONT, a black hole between the member and its
+// clients (its peers still reach it) and the link healed.
+var faultOps = map[string]struct {
+	inject func(e *ensemble, i int) error
+	undo   func(ctx context.Context, e *ensemble, i int) error
+}{
+	FaultKill: {
+		func(e *ensemble, i int) error { return e.members[i].Kill() },
+		func(ctx context.Context, e *ensemble, i int) error {
+			rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			defer cancel()
+			return e.members[i].Restart(rctx)
+		},
+	},
+	FaultPause: {
+		func(e *ensemble, i int) error { return e.members[i].Pause() },
+		func(_ context.Context, e *ensemble, i int) error { return e.members[i].Resume() },
+	},
+	FaultPartition: {
+		func(e *ensemble, i int) error { e.px[i].Cut(); return nil },
+		func(_ context.Context, e *ensemble, i int) error { e.px[i].Heal(); return nil },
+	},
+}
+
+// Close stops the proxies and the cluster.
+func (e *ensemble) Close() error {
 	var errs []error
-	for _, p := range ps {
+	for _, p := range e.px {
 		errs = append(errs, p.Close())
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, e.close())...)
 }
 
-// etcdEnsemble is a 3-member etcd cluster (etcd's default heartbeat and
-// election timeout, fsync on).
-type etcdEnsemble struct {
-	c  *etcdproc.Cluster
-	px clientProxies
-}
-
-func startEtcdEnsemble(ctx context.Context, dir string) (ensemble, error) {
+// startEtcdEnsemble starts a 3-member etcd cluster (etcd's default
+// heartbeat and election timeout, fsync on).
+func startEtcdEnsemble(ctx context.Context, dir string) (*ensemble, error) {
 	c, err := etcdproc.StartCluster(ctx, 3, etcdproc.Options{Dir: dir})
 	if err != nil {
 		return nil, err
 	}
-	addrs := make([]string, len(c.Members))
+	members, addrs := make([]member, len(c.Members)), make([]string, len(c.Members))
 	for i, m := range c.Members {
-		addrs[i] = m.ClientAddr()
+		members[i], addrs[i] = m, m.ClientAddr()
 	}
-	px, err := newClientProxies(addrs)
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	return &etcdEnsemble{c: c, px: px}, nil
+	return newEnsemble(members, addrs, func(ctx context.Context) (member, error) { return c.Leader(ctx) }, c.Close)
 }
 
-func (e *etcdEnsemble) Addr() string { return e.px.addr() }
-
-func (e *etcdEnsemble) Leader(ctx context.Context) (int, error) {
-	m, err := e.c.Leader(ctx)
-	if err != nil {
-		return -1, err
-	}
-	for i, x := range e.c.Members {
-		if x == m {
-			return i, nil
-		}
-	}
-	return -1, fmt.Errorf("etcd leader %s is not a member", m.Name())
-}
-
-func (e *etcdEnsemble) Kill(i int) error                         { return e.c.Members[i].Kill() }
-func (e *etcdEnsemble) Restart(ctx context.Context, i int) error { return e.c.Members[i].Restart(ctx) }
-func (e *etcdEnsemble) Pause(i int) error                        { return e.c.Members[i].Pause() }
-func (e *etcdEnsemble) Resume(i int) error                       { return e.c.Members[i].Resume() }
-func (e *etcdEnsemble) Partition(i int) error                    { e.px[i].Cut(); return nil }
-func (e *etcdEnsemble) Heal(i int) error                         { e.px[i].Heal(); return nil }
-
-func (e *etcdEnsemble) Close() error { return errors.Join(e.px.close(), e.c.Close()) }
-
-// zkEnsemble is a 3-server ZooKeeper ensemble (forceSync on).
-type zkEnsemble struct {
-	e  *zkproc.Ensemble
-	px clientProxies
-}
-
-func startZKEnsemble(ctx context.Context, dir string) (ensemble, error) {
-	e, err := zkproc.StartEnsemble(ctx, 3, zkproc.Options{Dir: dir, ForceSync: true, TickTime: ensembleTick})
+// startZKEnsemble starts a 3-server ZooKeeper ensemble (forceSync on).
+func startZKEnsemble(ctx context.Context, dir string) (*ensemble, error) {
+	z, err := zkproc.StartEnsemble(ctx, 3, zkproc.Options{Dir: dir, ForceSync: true, TickTime: ensembleTick})
 	if err != nil {
 		return nil, err
 	}
-	px, err := newClientProxies(e.Addrs())
-	if err != nil {
-		e.Close()
-		return nil, err
+	members := make([]member, len(z.Servers))
+	for i, s := range z.Servers {
+		members[i] = s
 	}
-	return &zkEnsemble{e: e, px: px}, nil
+	return newEnsemble(members, z.Addrs(), func(ctx context.Context) (member, error) { return z.Leader(ctx) }, z.Close)
 }
-
-func (z *zkEnsemble) Addr() string { return z.px.addr() }
-
-func (z *zkEnsemble) Leader(ctx context.Context) (int, error) {
-	s, err := z.e.Leader(ctx)
-	if err != nil {
-		return -1, err
-	}
-	for i, x := range z.e.Servers {
-		if x == s {
-			return i, nil
-		}
-	}
-	return -1, fmt.Errorf("zookeeper leader %s is not a server", s.Addr())
-}
-
-func (z *zkEnsemble) Kill(i int) error                         { return z.e.Servers[i].Kill() }
-func (z *zkEnsemble) Restart(ctx context.Context, i int) error { return z.e.Servers[i].Restart(ctx) }
-func (z *zkEnsemble) Pause(i int) error                        { return z.e.Servers[i].Pause() }
-func (z *zkEnsemble) Resume(i int) error                       { return z.e.Servers[i].Resume() }
-func (z *zkEnsemble) Partition(i int) error                    { z.px[i].Cut(); return nil }
-func (z *zkEnsemble) Heal(i int) error                         { z.px[i].Heal(); return nil }
-
-func (z *zkEnsemble) Close() error { return errors.Join(z.px.close(), z.e.Close()) }

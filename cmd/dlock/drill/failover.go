@@ -4,21 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/dlockgo/dlock"
-	"github.com/dlockgo/dlock/fence"
+	"github.com/dlockgo/dlock/cmd/dlock/table"
 	"github.com/dlockgo/dlock/internal/redisproc"
 	"github.com/redis/go-redis/v9"
 )
@@ -93,37 +87,54 @@ func orDefault[T comparable](v, def T) T {
 	return v
 }
 
+// FailoverCounts are what one run counted, or the sums of a mode's runs.
+type FailoverCounts struct {
+	Acquisitions        int   `json:"acquisitions"`
+	WindowAcquisitions  int   `json:"window_acquisitions"`
+	DoubleGrants        int   `json:"double_grants"` // by the witness (the spans)
+	LocksLostAtFailover int   `json:"locks_lost_at_failover"`
+	Oversold            int64 `json:"oversold"`
+	StaleWritesRejected int64 `json:"stale_writes_rejected"`
+	AcquireErrors       int64 `json:"acquire_errors"`
+	// FailoverMS is the time from the fault to the promotion (a mode's:
+	// the mean over its runs).
+	FailoverMS float64 `json:"failover_ms"`
+	// LongestGapMS is the longest stretch, from the fault to the end of the
+	// run, in which no worker acquired any lock (a mode's: the longest
+	// over its runs).
+	LongestGapMS float64 `json:"longest_gap_ms"`
+}
+
 // FailoverRun is one run of one mode.
 type FailoverRun struct {
-	Run                 int     `json:"run"`
-	Mode                string  `json:"mode"`
-	Acquisitions        int     `json:"acquisitions"`
-	WindowAcquisitions  int     `json:"window_acquisitions"`
-	DoubleGrants        int     `json:"double_grants"`
-	HeldAtFault         int     `json:"held_at_fault"`
-	LocksLostAtFailover int     `json:"locks_lost_at_failover"`
-	Oversold            int64   `json:"oversold"`
-	StaleWritesRejected int64   `json:"stale_writes_rejected"`
-	AcquireErrors       int64   `json:"acquire_errors"`
-	FailoverMS          float64 `json:"failover_ms"`
-	// LongestGapMS is the longest stretch, from the fault to the end of the
-	// run, in which no worker acquired any lock.
-	LongestGapMS float64 `json:"longest_gap_ms"`
+	Run         int    `json:"run"`
+	Mode        string `json:"mode"`
+	HeldAtFault int    `json:"held_at_fault"`
+	FailoverCounts
 }
 
 // FailoverMode sums one mode's runs.
 type FailoverMode struct {
-	Runs                int     `json:"runs"`
-	Acquisitions        int     `json:"acquisitions"`
-	WindowAcquisitions  int     `json:"window_acquisitions"`
-	DoubleGrants        int     `json:"double_grants"`
-	DoubleGrantRate     float64 `json:"double_grant_rate"`
-	LocksLostAtFailover int     `json:"locks_lost_at_failover"`
-	Oversold            int64   `json:"oversold"`
-	StaleWritesRejected int64   `json:"stale_writes_rejected"`
-	AcquireErrors       int64   `json:"acquire_errors"`
-	FailoverMS          float64 `json:"failover_ms"`    // mean over runs
-	LongestGapMS        float64 `json:"longest_gap_ms"` // the longest over runs
+	Runs            int     `json:"runs"`
+	DoubleGrantRate float64 `json:"double_grant_rate"` // of the acquisitions in the window
+	FailoverCounts
+}
+
+// add counts one more run of the mode.
+func (m *FailoverMode) add(r FailoverCounts) {
+	m.Runs++
+	m.Acquisitions += r.Acquisitions
+	m.WindowAcquisitions += r.WindowAcquisitions
+	m.DoubleGrants += r.DoubleGrants
+	m.LocksLostAtFailover += r.LocksLostAtFailover
+	m.Oversold += r.Oversold
+	m.StaleWritesRejected += r.StaleWritesRejected
+	m.AcquireErrors += r.AcquireErrors
+	m.FailoverMS += (r.FailoverMS - m.FailoverMS) / float64(m.Runs)
+	m.LongestGapMS = max(m.LongestGapMS, r.LongestGapMS)
+	if m.WindowAcquisitions > 0 {
+		m.DoubleGrantRate = float64(m.DoubleGrants) / float64(m.WindowAcquisitions)
+	}
 }
 
 // FailoverResult is what the failover drill measured.
@@ -165,19 +176,7 @@ func Failover(ctx context.Context, o FailoverOptions) (*FailoverResult, error) {
 			}
 			res.Runs = append(res.Runs, r)
 			m := res.Modes[mode]
-			m.Runs++
-			m.Acquisitions += r.Acquisitions
-			m.WindowAcquisitions += r.WindowAcquisitions
-			m.DoubleGrants += r.DoubleGrants
-			m.LocksLostAtFailover += r.LocksLostAtFailover
-			m.Oversold += r.Oversold
-			m.StaleWritesRejected += r.StaleWritesRejected
-			m.AcquireErrors += r.AcquireErrors
-			m.FailoverMS += (r.FailoverMS - m.FailoverMS) / float64(m.Runs)
-			m.LongestGapMS = max(m.LongestGapMS, r.LongestGapMS)
-			if m.WindowAcquisitions > 0 {
-				m.DoubleGrantRate = float64(m.DoubleGrants) / float64(m.WindowAcquisitions)
-			}
+			m.add(r.FailoverCounts)
 			res.Modes[mode] = m
 			if res.spans == nil || (mode == ModePlain && r.DoubleGrants > 0) {
 				res.spans, res.marks, res.reportMode = sp, marks, mode
@@ -189,81 +188,6 @@ func Failover(ctx context.Context, o FailoverOptions) (*FailoverResult, error) {
 		}
 	}
 	return res, nil
-}
-
-// holdSpan is one holder inside one sku.
-type holdSpan struct {
-	sku        string
-	worker     int
-	start, end time.Duration
-	token      int64
-	open       bool
-}
-
-// witness records holds on one monotonic clock.
-type spanWitness struct {
-	t0    time.Time
-	mu    sync.Mutex
-	spans []holdSpan
-}
-
-func (w *spanWitness) enter(sku string, worker int, token int64) int {
-	at := time.Since(w.t0)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.spans = append(w.spans, holdSpan{sku: sku, worker: worker, start: at, end: at, token: token, open: true})
-	return len(w.spans) - 1
-}
-
-func (w *spanWitness) exit(i int) {
-	at := time.Since(w.t0)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.spans[i].end, w.spans[i].open = at, false
-}
-
-// held returns the holds open now.
-func (w *spanWitness) held() []holdSpan {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []holdSpan
-	for _, s := range w.spans {
-		if s.open {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// doubleGrants counts holds that began while another holder of the same sku
-// was inside, and marks them; it returns the spans sorted per sku.
-func (w *spanWitness) doubleGrants() (int, []holdSpan, map[int]bool) {
-	w.mu.Lock()
-	spans := append([]holdSpan(nil), w.spans...)
-	w.mu.Unlock()
-	sort.SliceStable(spans, func(i, j int) bool {
-		if spans[i].sku != spans[j].sku {
-			return spans[i].sku < spans[j].sku
-		}
-		return spans[i].start < spans[j].start
-	})
-	bad := map[int]bool{}
-	n := 0
-	var maxEnd time.Duration
-	maxIdx := -1
-	for i, s := range spans {
-		if i > 0 && spans[i-1].sku != s.sku {
-			maxEnd, maxIdx = 0, -1
-		}
-		if maxIdx >= 0 && s.start < maxEnd {
-			n++
-			bad[i], bad[maxIdx] = true, true
-		}
-		if s.end > maxEnd {
-			maxEnd, maxIdx = s.end, i
-		}
-	}
-	return n, spans, bad
 }
 
 func failoverRun(ctx context.Context, o FailoverOptions, run int, mode string) (FailoverRun, []Span, []Mark, error) {
@@ -305,26 +229,19 @@ func failoverRun(ctx context.Context, o FailoverOptions, run int, mode string) (
 	}
 	oldMaster := links["sentinel"].Listen // the master as the Sentinels (and their clients) see it
 
-	skus := make([]string, o.SKUs)
-	for i := range skus {
-		skus[i] = fmt.Sprintf("sku-%d", i)
-	}
-	const stock = 1 << 40 // never sells out: every double grant can show as an oversell
-	led, err := openLedger(ctx, dir, skus, stock)
+	skus := skuNames(o.SKUs)
+	led, err := openLedger(ctx, dir, skus, failoverStock)
 	if err != nil {
 		return r, nil, nil, err
 	}
 	defer led.close()
 
-	wit := &spanWitness{t0: time.Now()}
-	var rejected, acqErrs atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
 	stale := 0
 	if o.Fault == "partition" {
 		stale = max(1, int(float64(o.Workers)*o.StaleShare))
 	}
-	for w := 0; w < o.Workers; w++ {
+	locks := make([]func(string) dlock.Locker, o.Workers)
+	for w := range locks {
 		var rdb *redis.Client
 		if w < stale { // on the old master's side of the partition
 			rdb = redis.NewClient(&redis.Options{Addr: sent.Master.Addr(), DialTimeout: 300 * time.Millisecond,
@@ -334,60 +251,29 @@ func failoverRun(ctx context.Context, o FailoverOptions, run int, mode string) (
 				DialTimeout: 300 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, MaxRetries: -1})
 		}
 		defer rdb.Close()
-		locks, err := dlock.New(rdb, dlock.WithLabel("worker-"+strconv.Itoa(w)))
+		c, err := dlock.New(rdb, dlock.WithLabel("worker-"+strconv.Itoa(w)))
 		if err != nil {
 			return r, nil, nil, err
 		}
-		defer locks.Close()
-		opts := []dlock.Option{dlock.LeaseTime(o.Lease), dlock.Wait(o.Lease)}
-		if mode == ModeReplicaAck {
-			opts = append(opts, dlock.ReplicaAck(1, 100*time.Millisecond))
-		}
-		rng := rand.New(rand.NewPCG(o.Seed, uint64(w)))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-ctx.Done():
-					return
-				default:
-				}
-				sku := skus[rng.IntN(len(skus))]
-				l, err := locks.Lock("stock:"+sku).Acquire(ctx, opts...)
-				if err != nil {
-					acqErrs.Add(1)
-					_ = sleep(ctx, 20*time.Millisecond) // Redis down or refusing: don't spin
-					continue
-				}
-				i := wit.enter(sku, w, l.Token())
-				err = section(l.Context(), led, mode, sku, l.Token(), o.Section)
-				wit.exit(i)
-				if errors.Is(err, fence.ErrStale) {
-					rejected.Add(1)
-				}
-				_ = l.Unlock(context.WithoutCancel(ctx))
-			}
-		}()
+		defer c.Close()
+		locks[w] = func(name string) dlock.Locker { return c.Lock(name) }
 	}
-	finish := func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		wg.Wait()
+	opts := []dlock.Option{dlock.LeaseTime(o.Lease), dlock.Wait(o.Lease)}
+	if mode == ModeReplicaAck {
+		opts = append(opts, dlock.ReplicaAck(1, 100*time.Millisecond))
 	}
-	defer finish()
+	sale := startSale(ctx, skus, o.Seed, locks, opts, func(l *dlock.Lease, sku string) error {
+		return section(l.Context(), led, mode, sku, l.Token(), o.Section)
+	})
+	defer sale.finish()
+	tl := sale.tl
 
 	if err := sleep(ctx, o.Before); err != nil {
 		return r, nil, nil, err
 	}
-	held := wit.held()
-	faultAt := time.Since(wit.t0)
-	marks := []Mark{{AtMS: msf(faultAt), Label: o.Fault}}
+	held := tl.Held()
+	faultAt := msf(tl.Since())
+	marks := []Mark{{AtMS: faultAt, Label: o.Fault}}
 	if o.Fault == "crash" {
 		err = sent.Master.Kill()
 	} else {
@@ -406,9 +292,9 @@ func failoverRun(ctx context.Context, o FailoverOptions, run int, mode string) (
 	if err != nil {
 		return r, nil, nil, err
 	}
-	recovered := time.Since(wit.t0)
-	r.FailoverMS = msf(recovered - faultAt)
-	marks = append(marks, Mark{AtMS: msf(recovered), Label: "promoted " + newMaster})
+	recovered := msf(tl.Since())
+	r.FailoverMS = recovered - faultAt
+	marks = append(marks, Mark{AtMS: recovered, Label: "promoted " + newMaster})
 	r.HeldAtFault = len(held)
 	r.LocksLostAtFailover = len(held) - had[newMaster]
 	if o.Fault == "partition" {
@@ -418,29 +304,30 @@ func failoverRun(ctx context.Context, o FailoverOptions, run int, mode string) (
 		if err := errors.Join(heal(links["replica"]), heal(links["sentinel"])); err != nil {
 			return r, nil, nil, err
 		}
-		healed := time.Since(wit.t0)
-		marks = append(marks, Mark{AtMS: msf(healed), Label: "healed"})
+		healed := msf(tl.Since())
+		marks = append(marks, Mark{AtMS: healed, Label: "healed"})
 		recovered = healed
 	}
 	if err := sleep(ctx, o.After); err != nil {
 		return r, nil, nil, err
 	}
-	finish()
+	end := msf(tl.Since())
+	sale.finish()
 
-	n, spans, bad := wit.doubleGrants()
-	r.Acquisitions, r.DoubleGrants = len(spans), n
-	r.LongestGapMS = msf(longestGap(spans, faultAt, time.Since(wit.t0)))
-	windowEnd := recovered + o.Lease
+	spans := tl.Spans()
+	r.Acquisitions, r.DoubleGrants = len(spans), DoubleGrants(spans)
+	r.LongestGapMS = longestGap(spans, faultAt, end)
+	windowEnd := recovered + msf(o.Lease)
 	for _, s := range spans {
-		if s.start >= faultAt && s.start <= windowEnd {
+		if s.StartMS >= faultAt && s.StartMS <= windowEnd {
 			r.WindowAcquisitions++
 		}
 	}
-	r.StaleWritesRejected, r.AcquireErrors = rejected.Load(), acqErrs.Load()
+	r.StaleWritesRejected, r.AcquireErrors = sale.rejected.Load(), sale.failed.Load()
 	if r.Oversold, err = led.oversold(ctx); err != nil {
 		return r, nil, nil, err
 	}
-	return r, reportSpans(spans, bad, faultAt, windowEnd), marks, nil
+	return r, reportSpans(spans, faultAt, windowEnd), marks, nil
 }
 
 // section is the critical section of one sale in mode.
@@ -469,7 +356,7 @@ func section(ctx context.Context, led *ledger, mode, sku string, token int64, th
 // replicaHolds reads, on every replica, which of the held locks it has
 // (same fencing token), right after the fault: what a promoted replica
 // will know. It returns the count per replica address.
-func replicaHolds(ctx context.Context, replicas []*redisproc.Server, held []holdSpan) (map[string]int, error) {
+func replicaHolds(ctx context.Context, replicas []*redisproc.Server, held []Span) (map[string]int, error) {
 	out := map[string]int{}
 	for _, rep := range replicas {
 		rdb := redis.NewClient(&redis.Options{Addr: rep.Addr(), MaxRetries: -1})
@@ -479,8 +366,8 @@ func replicaHolds(ctx context.Context, replicas []*redisproc.Server, held []hold
 			return nil, err
 		}
 		for _, h := range held {
-			info, err := c.Inspect(ctx, "stock:"+h.sku)
-			if err == nil && info.Held && info.Holders[0].Fence == h.token {
+			info, err := c.Inspect(ctx, "stock:"+h.Lane)
+			if err == nil && info.Held && info.Holders[0].Fence == h.Token {
 				out[rep.Addr()]++
 			}
 		}
@@ -490,71 +377,57 @@ func replicaHolds(ctx context.Context, replicas []*redisproc.Server, held []hold
 	return out, nil
 }
 
-// reportSpans keeps the spans around the fault for the HTML report.
-func reportSpans(spans []holdSpan, bad map[int]bool, from, to time.Duration) []Span {
-	var out []Span
-	for i, s := range spans {
-		if s.end < from-200*time.Millisecond || s.start > to+200*time.Millisecond {
-			continue
-		}
-		out = append(out, Span{Lane: s.sku, Who: "w" + strconv.Itoa(s.worker), StartMS: msf(s.start), EndMS: msf(s.end), Bad: bad[i]})
-		if len(out) >= 5000 {
-			break
-		}
-	}
-	return out
-}
-
-// Print writes the result for people.
-func (r *FailoverResult) Print(w io.Writer) {
-	fmt.Fprintf(w, "failover (%s): %d workers on %d skus, %.0f ms inside the lock, lease %.0f ms, %d replicas, %d runs per mode\n\n",
-		r.Fault, r.Workers, r.SKUs, r.SectionMS, r.LeaseMS, r.Replicas, len(r.Runs)/max(1, len(r.order)))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tmode\tacquisitions\tin window\tdouble grants\tlocks lost at failover\toversold\tstale writes rejected\tacquire errors\tfailover ms\tlongest gap ms\t")
+// Summary returns what the text and the HTML report show: every run, the
+// sums per mode, and the holders of each sku around the fault of one run
+// (a plain one with a double grant if any had one).
+func (r *FailoverResult) Summary() *Summary {
+	var runs, modes []failoverRow
 	for _, x := range r.Runs {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t\n", x.Run, x.Mode, x.Acquisitions, x.WindowAcquisitions,
-			x.DoubleGrants, x.LocksLostAtFailover, x.Oversold, x.StaleWritesRejected, x.AcquireErrors, x.FailoverMS, x.LongestGapMS)
-	}
-	tw.Flush()
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tacquisitions\tin window\tdouble grants\tdouble-grant rate\tlocks lost at failover\toversold\tstale writes rejected\tacquire errors\tfailover ms\tlongest gap ms\t")
-	for _, m := range r.order {
-		x := r.Modes[m]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.4f%%\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t\n", m, x.Acquisitions, x.WindowAcquisitions,
-			x.DoubleGrants, 100*x.DoubleGrantRate, x.LocksLostAtFailover, x.Oversold, x.StaleWritesRejected, x.AcquireErrors, x.FailoverMS, x.LongestGapMS)
-	}
-	tw.Flush()
-}
-
-// Report returns the drill's HTML report: the holders of each sku around
-// the fault (double grants in red).
-func (r *FailoverResult) Report() *Report {
-	rep := &Report{
-		Title: fmt.Sprintf("failover (%s): holders per sku around the fault, %s mode", r.Fault, r.reportMode),
-		Spans: r.spans, Marks: r.marks,
+		runs = append(runs, failoverRow{strconv.Itoa(x.Run), x.Mode, "", x.FailoverCounts})
 	}
 	for _, m := range r.order {
 		x := r.Modes[m]
-		rep.Figures = append(rep.Figures, [2]string{m, fmt.Sprintf("%d double grants in %d acquisitions in the window (%.4f%%), %d locks lost at failover, oversold %d, %d stale writes rejected, failover %.0f ms",
-			x.DoubleGrants, x.WindowAcquisitions, 100*x.DoubleGrantRate, x.LocksLostAtFailover, x.Oversold, x.StaleWritesRejected, x.FailoverMS)})
+		modes = append(modes, failoverRow{"", m, fmt.Sprintf("%.4f%%", 100*x.DoubleGrantRate), x.FailoverCounts})
 	}
-	return rep
+	perRun, perMode := failoverTable(runs, false), failoverTable(modes, true)
+	perRun.Title, perMode.Title = "every run:", "per mode:"
+	return &Summary{
+		Title: fmt.Sprintf("failover (%s): %d workers on %d skus, %.0f ms inside the lock, lease %.0f ms, %d replicas, %d runs per mode",
+			r.Fault, r.Workers, r.SKUs, r.SectionMS, r.LeaseMS, r.Replicas, len(r.Runs)/max(1, len(r.order))),
+		Tables:        []table.Table{perRun, perMode},
+		TimelineTitle: fmt.Sprintf("Holders per sku around the fault of one %s run (double grants in red)", r.reportMode),
+		Spans:         r.spans, Marks: r.marks,
+	}
 }
 
-// longestGap returns the longest stretch in [from, to] in which no span
-// started: the time the service granted no lock at all.
-func longestGap(spans []holdSpan, from, to time.Duration) time.Duration {
-	starts := make([]time.Duration, 0, len(spans))
-	for _, s := range spans {
-		if s.start >= from && s.start <= to {
-			starts = append(starts, s.start)
-		}
+// failoverRow is one row of the failover drill's tables: a run, or a
+// mode's sums with its double-grant rate.
+type failoverRow struct {
+	run, mode, rate string
+	FailoverCounts
+}
+
+// failoverTable lays out the runs (perMode false: with a run column) or
+// the modes (with the double-grant rate).
+func failoverTable(rows []failoverRow, perMode bool) table.Table {
+	var cols []table.Column[failoverRow]
+	if !perMode {
+		cols = append(cols, table.Col("run", func(x failoverRow) string { return x.run }))
 	}
-	slices.Sort(starts)
-	gap, last := time.Duration(0), from
-	for _, at := range starts {
-		gap, last = max(gap, at-last), at
+	cols = append(cols,
+		table.Col("mode", func(x failoverRow) string { return x.mode }),
+		table.Col("acquisitions", func(x failoverRow) string { return strconv.Itoa(x.Acquisitions) }),
+		table.Col("in window", func(x failoverRow) string { return strconv.Itoa(x.WindowAcquisitions) }),
+		table.Col("double grants", func(x failoverRow) string { return strconv.Itoa(x.DoubleGrants) }))
+	if perMode {
+		cols = append(cols, table.Col("double-grant rate", func(x failoverRow) string { return x.rate }))
 	}
-	return max(gap, to-last)
+	cols = append(cols,
+		table.Col("locks lost at failover", func(x failoverRow) string { return strconv.Itoa(x.LocksLostAtFailover) }),
+		table.Col("oversold", func(x failoverRow) string { return strconv.FormatInt(x.Oversold, 10) }),
+		table.Col("stale writes rejected", func(x failoverRow) string { return strconv.FormatInt(x.StaleWritesRejected, 10) }),
+		table.Col("acquire errors", func(x failoverRow) string { return strconv.FormatInt(x.AcquireErrors, 10) }),
+		table.Col("failover ms", func(x failoverRow) string { return fmt.Sprintf("%.0f", x.FailoverMS) }),
+		table.Col("longest gap ms", func(x failoverRow) string { return fmt.Sprintf("%.0f", x.LongestGapMS) }))
+	return table.Of(cols, rows)
 }

@@ -4,20 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/cmd/dlock/backend"
-	"github.com/dlockgo/dlock/fence"
+	"github.com/dlockgo/dlock/cmd/dlock/table"
 )
 
 // Faults of the consensus failover drill.
@@ -61,10 +56,8 @@ func (o *ConsensusFailoverOptions) defaults() error {
 	if o.Fault == "crash" {
 		o.Fault = FaultKill
 	}
-	switch o.Fault {
-	case FaultKill, FaultPause, FaultPartition:
-	default:
-		return fmt.Errorf("failover: fault %q: want kill, pause or partition", o.Fault)
+	if _, ok := faultOps[o.Fault]; !ok {
+		return fmt.Errorf("failover: fault %q: want one of %s", o.Fault, strings.Join(ConsensusFaults, ", "))
 	}
 	o.Runs = orDefault(o.Runs, 10)
 	o.Workers = orDefault(o.Workers, 64)
@@ -109,6 +102,22 @@ type ConsensusRun struct {
 	RestartError string `json:"restart_error,omitempty"`
 }
 
+// add counts one more run into the sums (the longest gap is the longest).
+func (t *ConsensusRun) add(r ConsensusRun) {
+	t.Run++
+	t.Acquisitions += r.Acquisitions
+	t.DoubleGrants += r.DoubleGrants
+	t.HeldAtFault += r.HeldAtFault
+	t.LocksLost += r.LocksLost
+	t.FailedAcquires += r.FailedAcquires
+	t.LongestGapMS = max(t.LongestGapMS, r.LongestGapMS)
+	t.SoldPlain += r.SoldPlain
+	t.SoldFenced += r.SoldFenced
+	t.OversoldPlain += r.OversoldPlain
+	t.OversoldFenced += r.OversoldFenced
+	t.StaleWritesRejected += r.StaleWritesRejected
+}
+
 // ConsensusFailoverResult is what the consensus failover drill measured.
 type ConsensusFailoverResult struct {
 	Backend   string         `json:"backend"`
@@ -124,26 +133,6 @@ type ConsensusFailoverResult struct {
 	spans     []Span
 	marks     []Mark
 }
-
-// ensemble is a 3-member cluster the drill injects faults into.
-type ensemble interface {
-	// Addr is the client endpoints, as backend.Open takes them.
-	Addr() string
-	// Leader returns the index of the current leader.
-	Leader(ctx context.Context) (int, error)
-	Kill(i int) error
-	Restart(ctx context.Context, i int) error
-	Pause(i int) error
-	Resume(i int) error
-	// Partition black-holes the clients' connections to member i (its
-	// peers still reach it); Heal undoes it.
-	Partition(i int) error
-	Heal(i int) error
-	Close() error
-}
-
-// startEnsemble starts a 3-member cluster of kind under dir.
-var startEnsemble = map[string]func(ctx context.Context, dir string) (ensemble, error){}
 
 // FailoverConsensus runs the failover drill on a 3-member etcd cluster or a
 // 3-server ZooKeeper ensemble: o.Workers workers, each its own client and
@@ -169,19 +158,7 @@ func FailoverConsensus(ctx context.Context, o ConsensusFailoverOptions) (*Consen
 			return nil, fmt.Errorf("failover %s %s run %d: %w", o.Backend, o.Fault, run, err)
 		}
 		res.Runs = append(res.Runs, r)
-		t := &res.Total
-		t.Run++
-		t.Acquisitions += r.Acquisitions
-		t.DoubleGrants += r.DoubleGrants
-		t.HeldAtFault += r.HeldAtFault
-		t.LocksLost += r.LocksLost
-		t.FailedAcquires += r.FailedAcquires
-		t.LongestGapMS = max(t.LongestGapMS, r.LongestGapMS)
-		t.SoldPlain += r.SoldPlain
-		t.SoldFenced += r.SoldFenced
-		t.OversoldPlain += r.OversoldPlain
-		t.OversoldFenced += r.OversoldFenced
-		t.StaleWritesRejected += r.StaleWritesRejected
+		res.Total.add(r)
 		if res.spans == nil || r.DoubleGrants > 0 {
 			res.spans, res.marks = sp, marks
 		}
@@ -193,7 +170,7 @@ func FailoverConsensus(ctx context.Context, o ConsensusFailoverOptions) (*Consen
 	return res, nil
 }
 
-func consensusRun(ctx context.Context, o ConsensusFailoverOptions, start func(context.Context, string) (ensemble, error), run int) (ConsensusRun, []Span, []Mark, error) {
+func consensusRun(ctx context.Context, o ConsensusFailoverOptions, start func(context.Context, string) (*ensemble, error), run int) (ConsensusRun, []Span, []Mark, error) {
 	r := ConsensusRun{Run: run, NewLeader: -1}
 	dir, err := os.MkdirTemp("", "dlock-failover-")
 	if err != nil {
@@ -213,82 +190,41 @@ func consensusRun(ctx context.Context, o ConsensusFailoverOptions, start func(co
 	}
 	defer b.Close()
 
-	skus := make([]string, o.SKUs)
-	for i := range skus {
-		skus[i] = fmt.Sprintf("sku-%d", i)
-	}
-	const stock = 1 << 40 // never sells out: every double grant can show as an oversell
+	skus := skuNames(o.SKUs)
 	ledgers := [2]*ledger{}
 	for i, name := range []string{"plain", "fenced"} {
 		d := filepath.Join(dir, name)
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return r, nil, nil, err
 		}
-		if ledgers[i], err = openLedger(ctx, d, skus, stock); err != nil {
+		if ledgers[i], err = openLedger(ctx, d, skus, failoverStock); err != nil {
 			return r, nil, nil, err
 		}
 		defer ledgers[i].close()
 	}
 	plain, fenced := ledgers[0], ledgers[1]
 
-	clients := make([]backend.Client, o.Workers)
-	for w := range clients {
-		if clients[w], err = b.NewClient(ctx, backend.ClientOptions{Label: "worker-" + strconv.Itoa(w), Session: o.Session}); err != nil {
+	locks := make([]func(string) dlock.Locker, o.Workers)
+	for w := range locks {
+		c, err := b.NewClient(ctx, backend.ClientOptions{Label: "worker-" + strconv.Itoa(w), Session: o.Session})
+		if err != nil {
 			return r, nil, nil, err
 		}
-		defer clients[w].Close()
+		defer c.Close()
+		locks[w] = c.Lock
 	}
-	wit := &spanWitness{t0: time.Now()}
-	var rejected, failed, lost atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w, c := range clients {
-		rng := rand.New(rand.NewPCG(o.Seed, uint64(w)))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-ctx.Done():
-					return
-				default:
-				}
-				sku := skus[rng.IntN(len(skus))]
-				// A bounded wait, so that a worker stuck behind a dead
-				// connection tries again (and the run can end). The lease's
-				// Context derives from ctx: ctx must outlive the hold.
-				l, err := c.Lock("stock:"+sku).Acquire(ctx, dlock.Wait(2*o.Session+o.Down))
-				if err != nil {
-					failed.Add(1)
-					_ = sleep(ctx, 20*time.Millisecond) // the service is down or refusing: don't spin
-					continue
-				}
-				i := wit.enter(sku, w, l.Token())
-				err = section(l.Context(), plain, ModePlain, sku, l.Token(), o.Section)
-				if err == nil { // the fenced write, after the plain one, in the same hold
-					err = fenced.sellFenced(context.WithoutCancel(ctx), sku, l.Token())
-				}
-				wit.exit(i)
-				if errors.Is(err, fence.ErrStale) {
-					rejected.Add(1)
-				}
-				if errors.Is(l.Unlock(context.WithoutCancel(ctx)), dlock.ErrLockLost) {
-					lost.Add(1)
-				}
-			}
-		}()
-	}
-	finish := func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
+	// A bounded wait, so that a worker stuck behind a dead connection
+	// tries again (and the run can end).
+	opts := []dlock.Option{dlock.Wait(2*o.Session + o.Down)}
+	sale := startSale(ctx, skus, o.Seed, locks, opts, func(l *dlock.Lease, sku string) error {
+		err := section(l.Context(), plain, ModePlain, sku, l.Token(), o.Section)
+		if err == nil { // the fenced write, after the plain one, in the same hold
+			err = fenced.sellFenced(context.WithoutCancel(l.Context()), sku, l.Token())
 		}
-		wg.Wait()
-	}
-	defer finish()
+		return err
+	})
+	defer sale.finish()
+	tl := sale.tl
 
 	if err := sleep(ctx, o.Before); err != nil {
 		return r, nil, nil, err
@@ -299,55 +235,39 @@ func consensusRun(ctx context.Context, o ConsensusFailoverOptions, start func(co
 	if err != nil {
 		return r, nil, nil, err
 	}
-	held := wit.held()
-	faultAt := time.Since(wit.t0)
-	marks := []Mark{{AtMS: msf(faultAt), Label: o.Fault + " leader m" + strconv.Itoa(r.OldLeader)}}
-	switch o.Fault {
-	case FaultKill:
-		err = ens.Kill(r.OldLeader)
-	case FaultPause:
-		err = ens.Pause(r.OldLeader)
-	case FaultPartition:
-		err = ens.Partition(r.OldLeader)
-	}
-	if err != nil {
+	held := tl.Held()
+	faultAt := msf(tl.Since())
+	marks := []Mark{{AtMS: faultAt, Label: o.Fault + " leader m" + strconv.Itoa(r.OldLeader)}}
+	fault := faultOps[o.Fault]
+	if err := fault.inject(ens, r.OldLeader); err != nil {
 		return r, nil, nil, err
 	}
 	if err := sleep(ctx, o.Down); err != nil {
 		return r, nil, nil, err
 	}
-	switch o.Fault {
-	case FaultKill:
-		rctx, rcancel := context.WithTimeout(ctx, 60*time.Second)
-		if rerr := ens.Restart(rctx, r.OldLeader); rerr != nil && ctx.Err() == nil {
-			r.RestartError = firstLine(rerr.Error())
+	if err := fault.undo(ctx, ens, r.OldLeader); err != nil {
+		if o.Fault != FaultKill || ctx.Err() != nil {
+			return r, nil, nil, err
 		}
-		rcancel()
-	case FaultPause:
-		err = ens.Resume(r.OldLeader)
-	case FaultPartition:
-		err = ens.Heal(r.OldLeader)
+		r.RestartError = firstLine(err.Error()) // the run goes on on the other members
 	}
-	if err != nil {
-		return r, nil, nil, err
-	}
-	back := time.Since(wit.t0)
-	marks = append(marks, Mark{AtMS: msf(back), Label: "leader back"})
+	back := msf(tl.Since())
+	marks = append(marks, Mark{AtMS: back, Label: "leader back"})
 	if err := sleep(ctx, o.After); err != nil {
 		return r, nil, nil, err
 	}
-	end := time.Since(wit.t0)
-	finish()
+	end := msf(tl.Since())
+	sale.finish()
 	lctx, lcancel = context.WithTimeout(ctx, 10*time.Second)
 	if nl, err := ens.Leader(lctx); err == nil {
 		r.NewLeader = nl
 	}
 	lcancel()
 
-	n, spans, bad := wit.doubleGrants()
-	r.Acquisitions, r.DoubleGrants, r.HeldAtFault = len(spans), n, len(held)
-	r.LongestGapMS = msf(longestGap(spans, faultAt, end))
-	r.StaleWritesRejected, r.FailedAcquires, r.LocksLost = rejected.Load(), failed.Load(), int(lost.Load())
+	spans := tl.Spans()
+	r.Acquisitions, r.DoubleGrants, r.HeldAtFault = len(spans), DoubleGrants(spans), len(held)
+	r.LongestGapMS = longestGap(spans, faultAt, end)
+	r.StaleWritesRejected, r.FailedAcquires, r.LocksLost = sale.rejected.Load(), sale.failed.Load(), int(sale.lost.Load())
 	if r.SoldPlain, err = plain.sold(ctx); err != nil {
 		return r, nil, nil, err
 	}
@@ -360,50 +280,50 @@ func consensusRun(ctx context.Context, o ConsensusFailoverOptions, start func(co
 	if r.OversoldFenced, err = fenced.oversold(ctx); err != nil {
 		return r, nil, nil, err
 	}
-	return r, reportSpans(spans, bad, faultAt, back+o.Session), marks, nil
+	return r, reportSpans(spans, faultAt, back+msf(o.Session)), marks, nil
 }
 
-// Print writes the result for people.
-func (r *ConsensusFailoverResult) Print(w io.Writer) {
-	fmt.Fprintf(w, "failover on %s (%d members, fault: %s the leader for %.0f ms): %d workers on %d skus, %.0f ms inside the lock, session %.0f ms\n\n",
-		r.Backend, r.Members, r.Fault, r.DownMS, r.Workers, r.SKUs, r.SectionMS, r.SessionMS)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tleader\tacquisitions\tdouble grants\theld at fault\tlocks lost\tfailed acquires\tlongest gap ms\toversold plain\toversold fenced\tstale writes rejected\t")
-	row := func(name, leader string, x ConsensusRun) {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.0f\t%d\t%d\t%d\t\n", name, leader, x.Acquisitions, x.DoubleGrants, x.HeldAtFault,
-			x.LocksLost, x.FailedAcquires, x.LongestGapMS, x.OversoldPlain, x.OversoldFenced, x.StaleWritesRejected)
+// Summary returns what the text and the HTML report show: every run and
+// their sums, and the holders of each sku around the fault of one run (one
+// with a double grant if any had one).
+func (r *ConsensusFailoverResult) Summary() *Summary {
+	type named struct {
+		name, leader string
+		ConsensusRun
 	}
+	var rows []named
+	var notes []string
 	for _, x := range r.Runs {
 		nl := "?"
 		if x.NewLeader >= 0 {
 			nl = "m" + strconv.Itoa(x.NewLeader)
 		}
-		row(strconv.Itoa(x.Run), fmt.Sprintf("m%d→%s", x.OldLeader, nl), x)
-	}
-	row("all", "", r.Total)
-	tw.Flush()
-	for _, x := range r.Runs {
+		rows = append(rows, named{strconv.Itoa(x.Run), fmt.Sprintf("m%d→%s", x.OldLeader, nl), x})
 		if x.RestartError != "" {
-			fmt.Fprintf(w, "run %d: the killed leader did not rejoin in time: %s\n", x.Run, x.RestartError)
+			notes = append(notes, fmt.Sprintf("run %d: the killed leader did not rejoin in time: %s", x.Run, x.RestartError))
 		}
 	}
-}
-
-// Report returns the drill's HTML report: the holders of each sku around
-// the fault of one run (one with a double grant if any had one).
-func (r *ConsensusFailoverResult) Report() *Report {
-	t := r.Total
-	return &Report{
-		Title: fmt.Sprintf("failover on %s (%s the leader): holders per sku around the fault", r.Backend, r.Fault),
-		Spans: r.spans, Marks: r.marks,
-		Figures: [][2]string{
-			{"runs", strconv.Itoa(len(r.Runs))},
-			{"acquisitions", strconv.Itoa(t.Acquisitions)},
-			{"double grants (witness)", strconv.Itoa(t.DoubleGrants)},
-			{"locks lost / failed acquires", fmt.Sprintf("%d / %d", t.LocksLost, t.FailedAcquires)},
-			{"longest stretch without an acquisition", fmt.Sprintf("%.0f ms", t.LongestGapMS)},
-			{"oversold: plain / fenced ledger", fmt.Sprintf("%d / %d (%d stale writes rejected)", t.OversoldPlain, t.OversoldFenced, t.StaleWritesRejected)},
-		},
+	rows = append(rows, named{"all", "", r.Total})
+	t := table.Of([]table.Column[named]{
+		table.Col("run", func(x named) string { return x.name }),
+		table.Col("leader", func(x named) string { return x.leader }),
+		table.Col("acquisitions", func(x named) string { return strconv.Itoa(x.Acquisitions) }),
+		table.Col("double grants", func(x named) string { return strconv.Itoa(x.DoubleGrants) }),
+		table.Col("held at fault", func(x named) string { return strconv.Itoa(x.HeldAtFault) }),
+		table.Col("locks lost", func(x named) string { return strconv.Itoa(x.LocksLost) }),
+		table.Col("failed acquires", func(x named) string { return strconv.FormatInt(x.FailedAcquires, 10) }),
+		table.Col("longest gap ms", func(x named) string { return fmt.Sprintf("%.0f", x.LongestGapMS) }),
+		table.Col("oversold plain", func(x named) string { return strconv.FormatInt(x.OversoldPlain, 10) }),
+		table.Col("oversold fenced", func(x named) string { return strconv.FormatInt(x.OversoldFenced, 10) }),
+		table.Col("stale writes rejected", func(x named) string { return strconv.FormatInt(x.StaleWritesRejected, 10) }),
+	}, rows)
+	t.Notes = notes
+	return &Summary{
+		Title: fmt.Sprintf("failover on %s (%d members, fault: %s the leader for %.0f ms): %d workers on %d skus, %.0f ms inside the lock, session %.0f ms",
+			r.Backend, r.Members, r.Fault, r.DownMS, r.Workers, r.SKUs, r.SectionMS, r.SessionMS),
+		Tables:        []table.Table{t},
+		TimelineTitle: "Holders per sku around the fault of one run (double grants in red)",
+		Spans:         r.spans, Marks: r.marks,
 	}
 }
 

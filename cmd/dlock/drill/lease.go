@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync/atomic"
 	"time"
 
@@ -19,26 +18,29 @@ type LeaseResult struct {
 	LeaseMS               float64 `json:"lease_ms"`
 	WorkMS                float64 `json:"work_ms"`
 	SecondHolderEnteredMS float64 `json:"second_holder_entered_ms"`
-	FirstNotifiedLostMS   float64 `json:"first_notified_lost_ms"`
-	FirstUnlockError      string  `json:"first_unlock_error"`
-	WatchdogLockLivedMS   float64 `json:"watchdog_lock_lived_ms"`
-	WatchdogIntervalMS    float64 `json:"watchdog_interval_ms"`
-	Renewals              int64   `json:"renewals"`
-	Fixed                 []Event `json:"fixed_lease_timeline"`
-	Watchdog              []Event `json:"watchdog_timeline"`
-	Spans                 []Span  `json:"spans"`
-	points                []Point // for the report
+	// BothInsideMS is how long A and B were both inside under the fixed
+	// lease, from the spans (0: B entered after A left).
+	BothInsideMS        float64 `json:"both_inside_ms"`
+	FirstNotifiedLostMS float64 `json:"first_notified_lost_ms"`
+	FirstUnlockError    string  `json:"first_unlock_error"`
+	WatchdogLockLivedMS float64 `json:"watchdog_lock_lived_ms"`
+	WatchdogIntervalMS  float64 `json:"watchdog_interval_ms"`
+	Renewals            int64   `json:"renewals"`
+	Fixed               []Event `json:"fixed_lease_timeline"`
+	Watchdog            []Event `json:"watchdog_timeline"`
+	history
+	watchdogFromMS float64 // when the watchdog part began
 }
 
 // Lease runs 000 §3.5's experiment: a fixed lease shorter than the work
 // (when does the second holder get in, and when does the first learn it lost
 // the lock?), then the same work under the watchdog with its timeout set to
 // the lease (how long does the lock live, and how many renewals keep it?).
-func Lease(ctx context.Context, b LockService, lease, work time.Duration) (*LeaseResult, error) {
+func Lease(ctx context.Context, b *backend.Backend, lease, work time.Duration) (*LeaseResult, error) {
 	if lease <= 0 || work <= 0 {
 		return nil, errors.New("lease and work must be positive")
 	}
-	res := &LeaseResult{Backend: kindOf(b), LeaseMS: msf(lease), WorkMS: msf(work), WatchdogIntervalMS: msf(lease / 3)}
+	res := &LeaseResult{Backend: b.Kind, LeaseMS: msf(lease), WorkMS: msf(work), WatchdogIntervalMS: msf(lease / 3)}
 	name := "drill:lease:" + randomID()
 
 	// Fixed lease.
@@ -55,22 +57,16 @@ func Lease(ctx context.Context, b LockService, lease, work time.Duration) (*Leas
 	defer cb.Close()
 
 	tl := NewTimeline()
-	const fixedLane, wdLane = "fixed lease", "watchdog"
-	point := func(lane, who, label string, at time.Duration) {
-		res.points = append(res.points, Point{Lane: lane, Who: who, AtMS: msf(at), Label: label})
-	}
 	la, err := ca.Lock(name).Acquire(ctx, dlock.LeaseTime(lease), dlock.Wait(0))
 	if err != nil {
 		return nil, fmt.Errorf("A: %w", err)
 	}
-	spanA := tl.Begin(fixedLane, "A")
-	tl.Add("A", fmt.Sprintf("acquired with a fixed lease of %v; starts %v of work", lease, work))
+	spanA := tl.Enter(fixedLane, "A", fmt.Sprintf("acquired with a fixed lease of %v; starts %v of work", lease, work))
 	entered := make(chan error, 1)
 	go func() {
 		lb, err := cb.Lock(name).Acquire(ctx, dlock.Wait(work+lease))
 		if err == nil {
-			res.SecondHolderEnteredMS = msf(tl.Add("B", "acquired: now two workers are inside"))
-			span := tl.Begin(fixedLane, "B")
+			span := tl.Enter(fixedLane, "B", "acquired")
 			_ = sleep(ctx, lease/5) // B's own (short) work
 			tl.End(span)
 			_ = lb.Unlock(context.WithoutCancel(ctx))
@@ -81,7 +77,7 @@ func Lease(ctx context.Context, b LockService, lease, work time.Duration) (*Leas
 	case <-la.Done():
 		at := tl.Add("A", "told: lock lost (lease context cancelled), work not finished")
 		res.FirstNotifiedLostMS = msf(at)
-		point(fixedLane, "A", "told: lock lost", at)
+		tl.Point(fixedLane, "A", "told: lock lost", at)
 	case <-time.After(work):
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -94,7 +90,7 @@ func Lease(ctx context.Context, b LockService, lease, work time.Duration) (*Leas
 	if uerr != nil {
 		res.FirstUnlockError = uerr.Error()
 	}
-	point(fixedLane, "A", "work done, Unlock: lost", tl.Add("A", fmt.Sprintf("work done, Unlock: %v", errText(uerr))))
+	tl.Point(fixedLane, "A", "work done, Unlock: lost", tl.Add("A", fmt.Sprintf("work done, Unlock: %v", errText(uerr))))
 	if err := <-entered; err != nil {
 		return nil, fmt.Errorf("B: %w", err)
 	}
@@ -104,18 +100,17 @@ func Lease(ctx context.Context, b LockService, lease, work time.Duration) (*Leas
 	name += ":wd"
 	mark := len(tl.Events())
 	t0 := tl.Since()
+	res.watchdogFromMS = msf(t0)
 	la, err = ca.Lock(name).Acquire(ctx, dlock.Wait(0))
 	if err != nil {
 		return nil, fmt.Errorf("A (watchdog): %w", err)
 	}
-	spanA = tl.Begin(wdLane, "A")
+	spanA = tl.Enter(wdLane, "A", fmt.Sprintf("acquired, watchdog timeout %v (renewal every %v); starts %v of work", lease, (lease/3).Round(time.Millisecond), work))
 	before := renewals.n.Load()
-	tl.Add("A", fmt.Sprintf("acquired, watchdog timeout %v (renewal every %v); starts %v of work", lease, (lease/3).Round(time.Millisecond), work))
 	go func() {
 		lb, err := cb.Lock(name).Acquire(ctx, dlock.Wait(2*work+lease))
 		if err == nil {
-			res.WatchdogLockLivedMS = msf(tl.Add("B", "acquired") - t0)
-			span := tl.Begin(wdLane, "B")
+			span := tl.Enter(wdLane, "B", "acquired")
 			_ = sleep(ctx, lease/5)
 			tl.End(span)
 			_ = lb.Unlock(context.WithoutCancel(ctx))
@@ -128,7 +123,7 @@ func Lease(ctx context.Context, b LockService, lease, work time.Duration) (*Leas
 	res.Renewals = renewals.n.Load() - before
 	tl.End(spanA)
 	uerr = la.Unlock(context.WithoutCancel(ctx))
-	point(wdLane, "A", fmt.Sprintf("work done after %d renewals, Unlock: ok", res.Renewals),
+	tl.Point(wdLane, "A", fmt.Sprintf("work done after %d renewals, Unlock: ok", res.Renewals),
 		tl.Add("A", fmt.Sprintf("work done after %d renewals, Unlock: %v", res.Renewals, errText(uerr))))
 	if uerr != nil {
 		return nil, fmt.Errorf("A (watchdog) lost its lock: %w", uerr)
@@ -137,37 +132,43 @@ func Lease(ctx context.Context, b LockService, lease, work time.Duration) (*Leas
 		return nil, fmt.Errorf("B (watchdog): %w", err)
 	}
 	res.Watchdog = tl.Events()[mark:]
-	res.Spans = tl.Spans()
-	leaseEnds(res.Spans, fixedLane, "A", res.LeaseMS)
+	res.history = tl.history()
+	res.fromHistory()
 	return res, nil
 }
 
-// Report returns the drill's HTML report.
-func (r *LeaseResult) Report() *Report {
-	return &Report{
-		Title:  "lease (000 §3.5): a lease shorter than the work, then the watchdog",
-		Spans:  r.Spans,
-		Points: r.points,
-		Events: append(append([]Event(nil), r.Fixed...), r.Watchdog...),
-		Figures: [][2]string{
-			{"lease / work", fmt.Sprintf("%.0f ms / %.0f ms", r.LeaseMS, r.WorkMS)},
-			{"second holder entered at", fmt.Sprintf("%.1f ms", r.SecondHolderEnteredMS)},
-			{"first told it lost at", fmt.Sprintf("%.1f ms", r.FirstNotifiedLostMS)},
-			{"watchdog: lock lived", fmt.Sprintf("%.1f ms, %d renewals", r.WatchdogLockLivedMS, r.Renewals)},
-		},
+// The lease drill's lanes.
+const (
+	fixedLane = "fixed lease"
+	wdLane    = "watchdog"
+)
+
+// fromHistory sets what the result reads from its spans: when the second
+// holder entered each lane, and how long both were inside.
+func (r *LeaseResult) fromHistory() {
+	leaseEnds(r.Spans, fixedLane, "A", r.LeaseMS)
+	if i := firstSpan(r.Spans, fixedLane, "B"); i >= 0 {
+		r.SecondHolderEnteredMS = r.Spans[i].StartMS
+	}
+	r.BothInsideMS = overlapMS(r.Spans, fixedLane, "A", "B")
+	if i := firstSpan(r.Spans, wdLane, "B"); i >= 0 {
+		r.WatchdogLockLivedMS = r.Spans[i].StartMS - r.watchdogFromMS
 	}
 }
 
-// Print writes the result for people.
-func (r *LeaseResult) Print(w io.Writer) {
-	fmt.Fprintf(w, "lease (000 §3.5): lease %.0f ms, work %.0f ms\n\nFixed lease:\n", r.LeaseMS, r.WorkMS)
-	printEvents(w, r.Fixed)
-	fmt.Fprintf(w, "\nWatchdog:\n")
-	printEvents(w, r.Watchdog)
-	fmt.Fprintf(w, "\nsecond holder entered at   %8.1f ms (lease %.0f ms)\n", r.SecondHolderEnteredMS, r.LeaseMS)
-	fmt.Fprintf(w, "first told it lost at      %8.1f ms\n", r.FirstNotifiedLostMS)
-	fmt.Fprintf(w, "watchdog lock lived        %8.1f ms (work %.0f ms), %d renewals every %.0f ms\n",
-		r.WatchdogLockLivedMS, r.WorkMS, r.Renewals, r.WatchdogIntervalMS)
+// Summary returns what the text and the HTML report show.
+func (r *LeaseResult) Summary() *Summary {
+	return &Summary{
+		Title: fmt.Sprintf("lease (000 §3.5) on %s: a %.0f ms lease for %.0f ms of work, then the watchdog", r.Backend, r.LeaseMS, r.WorkMS),
+		Parts: []Part{{"Fixed lease", r.Fixed}, {"Watchdog", r.Watchdog}},
+		Figures: []Figure{
+			{"second holder entered at", fmt.Sprintf("%.1f ms (lease %.0f ms)", r.SecondHolderEnteredMS, r.LeaseMS)},
+			{"first told it lost at", fmt.Sprintf("%.1f ms", r.FirstNotifiedLostMS)},
+			{"both inside at once", bothInside(r.Spans, fixedLane, "A", "B")},
+			{"watchdog: lock lived", fmt.Sprintf("%.1f ms (work %.0f ms), %d renewals every %.0f ms", r.WatchdogLockLivedMS, r.WorkMS, r.Renewals, r.WatchdogIntervalMS)},
+		},
+		Spans: r.Spans, Points: r.points,
+	}
 }
 
 func errText(err error) string {

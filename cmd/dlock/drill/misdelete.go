@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"strings"
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/cmd/dlock/backend"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -17,19 +18,28 @@ type MisdeleteResult struct {
 	NaiveDeletedForeignLock bool    `json:"naive_deleted_foreign_lock"`
 	SafeDeletedForeignLock  bool    `json:"safe_deleted_foreign_lock"`
 	SafeUnlockError         string  `json:"safe_unlock_error"`
-	Naive                   []Event `json:"naive_timeline"`
-	Safe                    []Event `json:"safe_timeline"`
-	Spans                   []Span  `json:"spans"`
-	points                  []Point // for the report
+	// NaiveDoubleGrants and SafeDoubleGrants count the holders who entered
+	// while another was inside, in each run (from the spans).
+	NaiveDoubleGrants int     `json:"naive_double_grants"`
+	SafeDoubleGrants  int     `json:"safe_double_grants"`
+	Naive             []Event `json:"naive_timeline"`
+	Safe              []Event `json:"safe_timeline"`
+	history
 }
+
+// The misdelete drill's lanes: the GET-then-DEL run and the dlock run.
+const (
+	naiveLane = "naive: GET then DEL"
+	safeLane  = "dlock: Lua compare-and-delete"
+)
 
 // Misdelete replays 000 §3.1's timeline twice. A takes the lock with a short
 // lease, checks it is hers, stalls past the lease; B takes the expired lock;
 // A releases. With GET-then-DEL, A deletes B's lock. With the Lua
 // compare-and-delete release (dlock), A's Unlock reports ErrLockLost and B's
 // lock is intact.
-func Misdelete(ctx context.Context, r *Redis, lease time.Duration) (*MisdeleteResult, error) {
-	rdb, err := r.Client()
+func Misdelete(ctx context.Context, r *backend.Backend, lease time.Duration) (*MisdeleteResult, error) {
+	rdb, err := r.RedisClient()
 	if err != nil {
 		return nil, err
 	}
@@ -40,33 +50,28 @@ func Misdelete(ctx context.Context, r *Redis, lease time.Duration) (*MisdeleteRe
 	// Naive: SET NX PX to acquire, GET then DEL to release.
 	key := "naive:{" + name + "}"
 	tl := NewTimeline()
-	const naiveLane, safeLane = "naive: GET then DEL", "dlock: Lua compare-and-delete"
-	point := func(lane, who, label string, at time.Duration) {
-		res.points = append(res.points, Point{Lane: lane, Who: who, AtMS: msf(at), Label: label})
-	}
 	if ok, err := rdb.SetNX(ctx, key, "token-A", lease).Result(); err != nil || !ok {
 		return nil, fmt.Errorf("naive: A could not acquire: %v", err)
 	}
-	spanA := tl.Begin(naiveLane, "A")
-	tl.Add("A", fmt.Sprintf("SET NX PX %d: acquired", lease.Milliseconds()))
+	spanA := tl.Enter(naiveLane, "A", fmt.Sprintf("SET NX PX %d: acquired", lease.Milliseconds()))
 	v, err := rdb.Get(ctx, key).Result()
 	if err != nil {
 		return nil, err
 	}
-	point(naiveLane, "A", "GET: mine; stalls", tl.Add("A", fmt.Sprintf("GET = %q: \"it is mine\"; then stalls (GC pause) past the lease", v)))
+	tl.Point(naiveLane, "A", "GET: mine; stalls", tl.Add("A", fmt.Sprintf("GET = %q: \"it is mine\"; then stalls (GC pause) past the lease", v)))
 	if err := sleep(ctx, lease*3/2); err != nil {
 		return nil, err
 	}
 	if ok, err := rdb.SetNX(ctx, key, "token-B", 10*lease).Result(); err != nil || !ok {
 		return nil, fmt.Errorf("naive: B could not acquire the expired lock: %v", err)
 	}
-	spanB := tl.Begin(naiveLane, "B")
-	point(naiveLane, "B", "SET NX: takes the expired lock", tl.Add("B", "SET NX PX: acquired (A's lease had expired)"))
+	spanB := tl.Enter(naiveLane, "B", "SET NX PX: acquired (A's lease had expired)")
+	tl.Point(naiveLane, "B", "SET NX: takes the expired lock", tl.Since())
 	n, err := rdb.Del(ctx, key).Result()
 	if err != nil {
 		return nil, err
 	}
-	point(naiveLane, "A", "DEL: deletes B's key", tl.Add("A", fmt.Sprintf("resumes, DEL: %d key deleted (A believes it released its own lock)", n)))
+	tl.Point(naiveLane, "A", "DEL: deletes B's key", tl.Add("A", fmt.Sprintf("resumes, DEL: %d key deleted (A believes it released its own lock)", n)))
 	tl.End(spanA)
 	after, err := rdb.Get(ctx, key).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -75,8 +80,8 @@ func Misdelete(ctx context.Context, r *Redis, lease time.Duration) (*MisdeleteRe
 	res.NaiveDeletedForeignLock = after != "token-B"
 	spanC := -1
 	if ok, _ := rdb.SetNX(ctx, key, "token-C", lease).Result(); ok {
-		spanC = tl.Begin(naiveLane, "C")
-		point(naiveLane, "C", "SET NX: gets in beside B", tl.Add("C", "SET NX PX: acquired while B is still inside: two holders"))
+		spanC = tl.Enter(naiveLane, "C", "SET NX PX: acquired")
+		tl.Point(naiveLane, "C", "SET NX: gets in", tl.Since())
 	}
 	tl.End(spanB)
 	if spanC >= 0 {
@@ -100,13 +105,12 @@ func Misdelete(ctx context.Context, r *Redis, lease time.Duration) (*MisdeleteRe
 	if err != nil {
 		return nil, fmt.Errorf("safe: A: %w", err)
 	}
-	spanA = tl.Begin(safeLane, "A")
+	spanA = tl.Enter(safeLane, "A", fmt.Sprintf("acquired, lease %v, token %d", lease, la.Token()))
 	context.AfterFunc(la.Context(), func() { tl.End(spanA) })
-	tl.Add("A", fmt.Sprintf("acquired, lease %v, token %d", lease, la.Token()))
 	if err := la.Verify(ctx); err != nil {
 		return nil, err
 	}
-	point(safeLane, "A", "Verify: mine; stalls", tl.Add("A", "Verify: it is mine; then stalls past the lease"))
+	tl.Point(safeLane, "A", "Verify: mine; stalls", tl.Add("A", "Verify: it is mine; then stalls past the lease"))
 	if err := sleep(ctx, lease*3/2); err != nil {
 		return nil, err
 	}
@@ -118,86 +122,75 @@ func Misdelete(ctx context.Context, r *Redis, lease time.Duration) (*MisdeleteRe
 		return nil, fmt.Errorf("safe: B: %w", err)
 	}
 	defer lb.Unlock(context.WithoutCancel(ctx))
-	spanB = tl.Begin(safeLane, "B")
-	tl.Add("B", fmt.Sprintf("acquired, token %d", lb.Token()))
+	spanB = tl.Enter(safeLane, "B", fmt.Sprintf("acquired, token %d", lb.Token()))
 	uerr := la.Unlock(ctx)
 	if uerr == nil {
 		return nil, errors.New("safe: A's unlock of an expired lock succeeded")
 	}
 	res.SafeUnlockError = uerr.Error()
-	point(safeLane, "A", "Unlock: lock lost, deletes nothing", tl.Add("A", "resumes, Unlock: "+uerr.Error()))
+	tl.Point(safeLane, "A", "Unlock: lock lost, deletes nothing", tl.Add("A", "resumes, Unlock: "+uerr.Error()))
 	verr := lb.Verify(ctx)
 	res.SafeDeletedForeignLock = verr != nil
 	if verr == nil {
-		point(safeLane, "B", "Verify: still mine", tl.Add("B", "Verify: still mine"))
+		tl.Point(safeLane, "B", "Verify: still mine", tl.Add("B", "Verify: still mine"))
 	} else {
-		point(safeLane, "B", "Verify: "+verr.Error(), tl.Add("B", "Verify: "+verr.Error()))
+		tl.Point(safeLane, "B", "Verify: "+verr.Error(), tl.Add("B", "Verify: "+verr.Error()))
 	}
 	tl.End(spanB)
 	res.Safe = tl.Events()[len(res.Naive):]
-	res.Spans = tl.Spans()
-	leaseEnds(res.Spans, naiveLane, "A", res.LeaseMS)
-	leaseEnds(res.Spans, safeLane, "A", res.LeaseMS)
+	res.history = tl.history()
+	res.fromHistory()
 	return res, nil
 }
 
-// Report returns the drill's HTML report.
-func (r *MisdeleteResult) Report() *Report {
-	rep := &Report{
-		Title:  "misdelete (000 §3.1): GET-then-DEL vs Lua compare-and-delete",
-		Spans:  r.Spans,
-		Points: r.points,
-		Events: append(append([]Event(nil), r.Naive...), r.Safe...),
-		Figures: [][2]string{
-			{"lease", fmt.Sprintf("%.0f ms", r.LeaseMS)},
+// fromHistory sets what the result reads from its spans.
+func (r *MisdeleteResult) fromHistory() {
+	leaseEnds(r.Spans, naiveLane, "A", r.LeaseMS)
+	leaseEnds(r.Spans, safeLane, "A", r.LeaseMS)
+	r.NaiveDoubleGrants = DoubleGrants(lane(r.Spans, naiveLane))
+	r.SafeDoubleGrants = DoubleGrants(lane(r.Spans, safeLane))
+}
+
+// Summary returns what the text and the HTML report show.
+func (r *MisdeleteResult) Summary() *Summary {
+	s := &Summary{
+		Title: fmt.Sprintf("misdelete (000 §3.1): GET-then-DEL vs Lua compare-and-delete, lease %.0f ms", r.LeaseMS),
+		Parts: []Part{{"GET-then-DEL release", r.Naive}, {"Lua compare-and-delete release (dlock)", r.Safe}},
+		Figures: []Figure{
 			{"GET-then-DEL deleted the foreign lock", fmt.Sprint(r.NaiveDeletedForeignLock)},
+			{"GET-then-DEL: holders who got in beside another", fmt.Sprint(r.NaiveDoubleGrants)},
 			{"Lua release deleted the foreign lock", fmt.Sprint(r.SafeDeletedForeignLock)},
+			{"Lua release: holders who got in beside another", fmt.Sprint(r.SafeDoubleGrants)},
 			{"A's Unlock with the Lua release", r.SafeUnlockError},
 		},
+		Spans: r.Spans, Points: r.points,
 	}
-	// The naive double grant happens within a millisecond or two: enlarge it,
-	// from A's DEL's lead-up (B entering) to the end of the naive run.
+	// The naive run's later holders come and go within a millisecond or
+	// two: enlarge them, from B entering to the end of the run.
 	var from, to float64
-	for _, s := range r.Spans {
-		if s.Lane == r.naiveLane() && s.Who != "A" {
-			if from == 0 || s.StartMS < from {
-				from = s.StartMS
-			}
-			to = max(to, s.EndMS)
+	var entries []string
+	for i, sp := range r.Spans {
+		if sp.Lane != naiveLane || sp.Who == "A" {
+			continue
 		}
+		if from == 0 || sp.StartMS < from {
+			from = sp.StartMS
+		}
+		to = max(to, sp.EndMS)
+		e := sp.Who + " enters"
+		if note := entryNote(r.Spans, i); note != "" {
+			e += " (" + note + ")"
+		}
+		entries = append(entries, e)
 	}
 	if to > from {
 		pad := max((to-from)*0.5, 0.2)
-		rep.Zooms = []Window{{
-			Title:  fmt.Sprintf("Enlarged: %.1f – %.1f ms of the GET-then-DEL run: B takes the expired lock, A's DEL deletes B's key, C gets in beside B", from-pad, to+pad),
+		s.Zooms = []Window{{
+			Title:  fmt.Sprintf("Enlarged: %.1f – %.1f ms of the GET-then-DEL run: %s", from-pad, to+pad, strings.Join(entries, "; ")),
 			FromMS: from - pad, ToMS: to + pad,
 		}}
 	}
-	return rep
-}
-
-// naiveLane is the lane of the GET-then-DEL run: the lane of the first span.
-func (r *MisdeleteResult) naiveLane() string {
-	if len(r.Spans) == 0 {
-		return ""
-	}
-	return r.Spans[0].Lane
-}
-
-// Print writes the result for people.
-func (r *MisdeleteResult) Print(w io.Writer) {
-	fmt.Fprintf(w, "misdelete (000 §3.1): lease %.0f ms\n\nGET-then-DEL release:\n", r.LeaseMS)
-	printEvents(w, r.Naive)
-	fmt.Fprintf(w, "\nLua compare-and-delete release (dlock):\n")
-	printEvents(w, r.Safe)
-	fmt.Fprintf(w, "\nnaive deleted the foreign lock: %v\nsafe  deleted the foreign lock: %v\n",
-		r.NaiveDeletedForeignLock, r.SafeDeletedForeignLock)
-}
-
-func printEvents(w io.Writer, es []Event) {
-	for _, e := range es {
-		fmt.Fprintf(w, "  %8.1f ms  %-3s %s\n", e.AtMS, e.Who, e.What)
-	}
+	return s
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -28,17 +28,18 @@ type PauseResult struct {
 	SecondHolderEnteredMS     float64 `json:"second_holder_entered_ms"`
 	PausedHolderWriteRejected bool    `json:"paused_holder_write_rejected"`
 	UnfencedWriteOverwrote    bool    `json:"unfenced_write_overwrote"`
-	OverlapMS                 float64 `json:"overlap_ms"`
-	Timeline                  []Event `json:"timeline"`
-	Spans                     []Span  `json:"spans"`
-	points                    []Point // for the report
+	// OverlapMS is how long both holders were inside at once, from the
+	// spans: B's entry to A's last write.
+	OverlapMS float64 `json:"overlap_ms"`
+	Timeline  []Event `json:"timeline"`
+	history
 }
 
 // PauseOptions configure the pause drill.
 type PauseOptions struct {
 	Lease time.Duration
 	// Locks is the lock service both holders use; nil: the storage Redis.
-	Locks LockService
+	Locks *backend.Backend
 	// Spawn returns the command that runs PauseHolder in a child process
 	// with args (see PauseHolderArgs); the drill pipes its stdin and stdout.
 	Spawn func(ctx context.Context, args []string) *exec.Cmd
@@ -81,11 +82,11 @@ func ParsePauseHolderArgs(args []string) (PauseHolderArgs, error) {
 // and writes; then the first is resumed with SIGCONT and writes too — once
 // through a fenced write (rejected: its token is older) and once through a
 // plain SET (it clobbers the second holder's data).
-func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) {
+func Pause(ctx context.Context, r *backend.Backend, o PauseOptions) (*PauseResult, error) {
 	if o.Lease <= 0 || o.Spawn == nil {
 		return nil, errors.New("pause: lease must be positive and Spawn set")
 	}
-	rdb, err := r.Client()
+	rdb, err := r.RedisClient()
 	if err != nil {
 		return nil, err
 	}
@@ -95,15 +96,10 @@ func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) 
 	if locks == nil {
 		locks = r
 	}
-	kind, addr := serviceOf(locks)
-	args := PauseHolderArgs{Backend: kind, Addr: addr, RedisURL: r.URL, Name: "drill:pause:" + id, Key: "drill:pause:data:" + id, Lease: o.Lease}
+	args := PauseHolderArgs{Backend: locks.Kind, Addr: locks.Addr, RedisURL: r.Addr, Name: "drill:pause:" + id, Key: "drill:pause:data:" + id, Lease: o.Lease}
 	defer rdb.Del(context.WithoutCancel(ctx), args.Key+":fenced", args.Key+":plain")
-	res := &PauseResult{Backend: kind, LeaseMS: msf(o.Lease)}
+	res := &PauseResult{Backend: locks.Kind, LeaseMS: msf(o.Lease)}
 	tl := NewTimeline()
-	const lane = "the lock"
-	point := func(who, label string, at time.Duration) {
-		res.points = append(res.points, Point{Lane: lane, Who: who, AtMS: msf(at), Label: label})
-	}
 
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -135,13 +131,12 @@ func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) 
 		return nil, fmt.Errorf("pause: holder process said %q", line)
 	}
 	res.PausedHolderToken, _ = strconv.ParseInt(tok, 10, 64)
-	spanA := tl.Begin(lane, "A")
-	tl.Add("A", fmt.Sprintf("(pid %d) acquired, lease %v, token %d; Verify: mine", pid, o.Lease, res.PausedHolderToken))
+	spanA := tl.Enter(pauseLane, "A", fmt.Sprintf("(pid %d) acquired, lease %v, token %d; Verify: mine", pid, o.Lease, res.PausedHolderToken))
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return nil, err
 	}
 	paused := tl.Since()
-	point("A", "SIGSTOP: frozen", tl.Add("A", "SIGSTOP: frozen (a stop-the-world GC pause) before its write"))
+	tl.Point(pauseLane, "A", "SIGSTOP: frozen", tl.Add("A", "SIGSTOP: frozen (a stop-the-world GC pause) before its write"))
 
 	cb, err := locks.NewClient(ctx, backend.ClientOptions{Label: "B"})
 	if err != nil {
@@ -155,16 +150,14 @@ func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) 
 		return nil, fmt.Errorf("pause: second holder: %w", err)
 	}
 	res.SecondHolderToken = lb.Token()
-	entered := tl.Add("B", fmt.Sprintf("acquired the expired lock, token %d", lb.Token()))
-	spanB := tl.Begin(lane, "B")
-	res.SecondHolderEnteredMS = msf(entered)
+	spanB := tl.Enter(pauseLane, "B", fmt.Sprintf("acquired the expired lock, token %d", lb.Token()))
 	if err := fence.Set(ctx, rdb, args.Key+":fenced", "written by B", lb.Token(), 0); err != nil {
 		return nil, err
 	}
 	if err := rdb.Set(ctx, args.Key+":plain", "written by B", 0).Err(); err != nil {
 		return nil, err
 	}
-	point("B", "writes both records", tl.Add("B", "wrote both records"))
+	tl.Point(pauseLane, "B", "writes both records", tl.Add("B", "wrote both records"))
 
 	if err := sleep(ctx, 2*o.Lease-(tl.Since()-paused)); err != nil {
 		return nil, err
@@ -173,7 +166,7 @@ func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) 
 		return nil, err
 	}
 	res.PausedForMS = msf(tl.Since() - paused)
-	point("A", "SIGCONT: resumes", tl.Add("A", fmt.Sprintf("SIGCONT after %.0f ms: resumes and writes, believing it still holds the lock", res.PausedForMS)))
+	tl.Point(pauseLane, "A", "SIGCONT: resumes", tl.Add("A", fmt.Sprintf("SIGCONT after %.0f ms: resumes and writes, believing it still holds the lock", res.PausedForMS)))
 	if _, err := io.WriteString(stdin, "write\n"); err != nil {
 		return nil, err
 	}
@@ -185,13 +178,12 @@ func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) 
 		switch line {
 		case "fenced stale":
 			res.PausedHolderWriteRejected = true
-			point("A", "fenced write: rejected", tl.Add("A", "fenced write: rejected, token older than one the storage has seen"))
+			tl.Point(pauseLane, "A", "fenced write: rejected", tl.Add("A", "fenced write: rejected, token older than one the storage has seen"))
 		case "fenced ok":
-			point("A", "fenced write: accepted", tl.Add("A", "fenced write: accepted"))
+			tl.Point(pauseLane, "A", "fenced write: accepted", tl.Add("A", "fenced write: accepted"))
 		case "plain ok":
-			res.OverlapMS = msf(tl.Since() - entered)
 			tl.End(spanA)
-			point("A", "plain SET: overwrites B's", tl.Add("A", "plain SET: done, B's record overwritten"))
+			tl.Point(pauseLane, "A", "plain SET: overwrites B's", tl.Add("A", "plain SET: done, B's record overwritten"))
 		default:
 			return nil, fmt.Errorf("pause: holder process said %q", line)
 		}
@@ -209,11 +201,23 @@ func Pause(ctx context.Context, r *Redis, o PauseOptions) (*PauseResult, error) 
 		return nil, err
 	}
 	tl.Add("B", "unlocked")
-	res.Timeline, res.Spans = tl.Events(), tl.Spans()
+	res.Timeline, res.history = tl.Events(), tl.history()
+	res.fromHistory()
+	return res, nil
+}
+
+// pauseLane is the pause drill's one lock.
+const pauseLane = "the lock"
+
+// fromHistory sets what the result reads from its spans.
+func (r *PauseResult) fromHistory() {
 	// The holder took its lease in its own process just before it said
 	// ready: the lease ran out at most this long after the span began.
-	leaseEnds(res.Spans, lane, "A", res.LeaseMS)
-	return res, nil
+	leaseEnds(r.Spans, pauseLane, "A", r.LeaseMS)
+	if i := firstSpan(r.Spans, pauseLane, "B"); i >= 0 {
+		r.SecondHolderEnteredMS = r.Spans[i].StartMS
+	}
+	r.OverlapMS = overlapMS(r.Spans, pauseLane, "A", "B")
 }
 
 func readLine(ctx context.Context, s *bufio.Scanner, d time.Duration) (string, error) {
@@ -288,27 +292,16 @@ func PauseHolder(ctx context.Context, a PauseHolderArgs, in io.Reader, out io.Wr
 	return nil
 }
 
-// Print writes the result for people.
-func (r *PauseResult) Print(w io.Writer) {
-	fmt.Fprintf(w, "pause (002 §4.1): lease %.0f ms, holder frozen for %.0f ms\n\n", r.LeaseMS, r.PausedForMS)
-	printEvents(w, r.Timeline)
-	fmt.Fprintf(w, "\npaused holder's fenced write rejected: %v (token %d < %d)\n", r.PausedHolderWriteRejected, r.PausedHolderToken, r.SecondHolderToken)
-	fmt.Fprintf(w, "unfenced write overwrote B's data:     %v\n", r.UnfencedWriteOverwrote)
-	fmt.Fprintf(w, "both believed they held the lock for:  %.0f ms\n", r.OverlapMS)
-}
-
-// Report returns the drill's HTML report.
-func (r *PauseResult) Report() *Report {
-	return &Report{
-		Title:  "pause (002 §4.1): a holder frozen past its lease, then fenced",
-		Spans:  r.Spans,
-		Points: r.points,
-		Events: r.Timeline,
-		Figures: [][2]string{
-			{"lease / pause", fmt.Sprintf("%.0f ms / %.0f ms", r.LeaseMS, r.PausedForMS)},
-			{"paused holder's fenced write rejected", fmt.Sprint(r.PausedHolderWriteRejected)},
+// Summary returns what the text and the HTML report show.
+func (r *PauseResult) Summary() *Summary {
+	return &Summary{
+		Title: fmt.Sprintf("pause (002 §4.1) on %s: a holder frozen past its %.0f ms lease for %.0f ms, then fenced", r.Backend, r.LeaseMS, r.PausedForMS),
+		Parts: []Part{{Events: r.Timeline}},
+		Figures: []Figure{
+			{"paused holder's fenced write rejected", fmt.Sprintf("%v (token %d < %d)", r.PausedHolderWriteRejected, r.PausedHolderToken, r.SecondHolderToken)},
 			{"unfenced write overwrote B's data", fmt.Sprint(r.UnfencedWriteOverwrote)},
-			{"overlap (both believed they held it)", fmt.Sprintf("%.0f ms", r.OverlapMS)},
+			{"both inside at once", bothInside(r.Spans, pauseLane, "A", "B")},
 		},
+		Spans: r.Spans, Points: r.points,
 	}
 }

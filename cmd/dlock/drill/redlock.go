@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/dlockgo/dlock/internal/freeport"
-	"io"
 	"time"
 
 	"github.com/dlockgo/dlock"
@@ -16,19 +15,21 @@ import (
 
 // RedLockResult is what the redlock drill (000 §2.8) measured.
 type RedLockResult struct {
-	Nodes              int     `json:"nodes"`
-	LeaseMS            float64 `json:"lease_ms"`
-	FirstToken         int64   `json:"first_token"`
-	SecondToken        int64   `json:"second_token"`
+	Nodes       int     `json:"nodes"`
+	LeaseMS     float64 `json:"lease_ms"`
+	FirstToken  int64   `json:"first_token"`
+	SecondToken int64   `json:"second_token"`
+	// DoubleGrant: B entered while A was still inside, believing it held
+	// the lock (from the spans; A's ends when its lease is lost or it
+	// unlocks).
 	DoubleGrant        bool    `json:"double_grant"`
 	FirstStillBelieves bool    `json:"first_still_believes_it_holds"`
 	FirstVerifyError   string  `json:"first_verify_error"`
 	OlderTokenRejected bool    `json:"older_token_write_rejected"`
 	FencedValue        string  `json:"fenced_value"`
 	Timeline           []Event `json:"timeline"`
-	Spans              []Span  `json:"spans"`
-	points             []Point // for the report
-	marks              []Mark  // for the report
+	history
+	marks []Mark // for the report
 }
 
 // RedLock replays Kleppmann's counter-example to Redlock: five independent
@@ -60,9 +61,6 @@ func RedLock(ctx context.Context, lease time.Duration) (*RedLockResult, error) {
 	tl := NewTimeline()
 	name := "drill:redlock:" + randomID()
 	lane := fmt.Sprintf("RedLock on %d masters", n)
-	point := func(who, label string, at time.Duration) {
-		res.points = append(res.points, Point{Lane: lane, Who: who, AtMS: msf(at), Label: label})
-	}
 	mk := func(addr, label string) (*dlock.Client, func(), error) {
 		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 		c, err := dlock.New(rdb, dlock.WithLabel(label))
@@ -95,8 +93,8 @@ func RedLock(ctx context.Context, lease time.Duration) (*RedLockResult, error) {
 		return nil, fmt.Errorf("redlock: A: %w", err)
 	}
 	res.FirstToken = la.Token()
-	spanA := tl.Begin(lane, "A")
-	tl.Add("A", fmt.Sprintf("acquired on nodes 1-3 (4 and 5 unreachable from A), token %d, lease %v", la.Token(), lease))
+	spanA := tl.Enter(lane, "A", fmt.Sprintf("acquired on nodes 1-3 (4 and 5 unreachable from A), token %d, lease %v", la.Token(), lease))
+	context.AfterFunc(la.Context(), func() { tl.End(spanA) }) // A stops believing it holds the lock
 
 	node3 := redis.NewClient(&redis.Options{Addr: nodes[2].Addr()})
 	defer node3.Close()
@@ -113,10 +111,8 @@ func RedLock(ctx context.Context, lease time.Duration) (*RedLockResult, error) {
 		return nil, fmt.Errorf("redlock: B could not get a quorum: %w", err)
 	}
 	res.SecondToken = lb.Token()
-	spanB := tl.Begin(lane, "B")
-	tl.Add("B", fmt.Sprintf("acquired on nodes 3-5: a quorum too, token %d", lb.Token()))
+	spanB := tl.Enter(lane, "B", fmt.Sprintf("acquired on nodes 3-5: a quorum too, token %d", lb.Token()))
 	res.FirstStillBelieves = la.Err() == nil
-	res.DoubleGrant = res.FirstStillBelieves && lb.Err() == nil
 	tl.Add("A", fmt.Sprintf("still holds on its own clock: %v (no renewal or check has run yet)", res.FirstStillBelieves))
 
 	store := redis.NewClient(&redis.Options{Addr: nodes[0].Addr()})
@@ -126,7 +122,7 @@ func RedLock(ctx context.Context, lease time.Duration) (*RedLockResult, error) {
 	if err := fence.Set(ctx, store, key, "written by B", lb.Token(), 0); err != nil {
 		return nil, fmt.Errorf("redlock: B's write: %w", err)
 	}
-	point("B", "fenced write: accepted", tl.Add("B", "writes the resource with its token: accepted"))
+	tl.Point(lane, "B", "fenced write: accepted", tl.Add("B", "writes the resource with its token: accepted"))
 	err = fence.Set(ctx, store, key, "written by A", la.Token(), 0)
 	res.OlderTokenRejected = errors.Is(err, fence.ErrStale)
 	if err != nil && !res.OlderTokenRejected {
@@ -134,51 +130,53 @@ func RedLock(ctx context.Context, lease time.Duration) (*RedLockResult, error) {
 	}
 	at := tl.Add("A", fmt.Sprintf("writes the resource with its older token: %s", errText(err)))
 	if res.OlderTokenRejected {
-		point("A", "fenced write: rejected (older token)", at)
+		tl.Point(lane, "A", "fenced write: rejected (older token)", at)
 	} else {
-		point("A", "fenced write: "+errText(err), at)
+		tl.Point(lane, "A", "fenced write: "+errText(err), at)
 	}
 	res.FencedValue, _, _ = fence.Get(ctx, store, key)
 	verr := la.Verify(ctx)
 	res.FirstVerifyError = errText(verr)
 	at = tl.Add("A", "Verify (check before commit) would have caught it: "+errText(verr))
 	if verr != nil {
-		point("A", "Verify: lost (no quorum)", at)
+		tl.Point(lane, "A", "Verify: lost (no quorum)", at)
 	} else {
-		point("A", "Verify: ok", at)
+		tl.Point(lane, "A", "Verify: ok", at)
 	}
 	tl.End(spanA)
 	_ = la.Unlock(context.WithoutCancel(ctx))
 	tl.End(spanB)
 	_ = lb.Unlock(context.WithoutCancel(ctx))
-	res.Timeline, res.Spans = tl.Events(), tl.Spans()
+	res.Timeline, res.history = tl.Events(), tl.history()
+	res.fromHistory()
 	return res, nil
 }
 
-// Print writes the result for people.
-func (r *RedLockResult) Print(w io.Writer) {
-	fmt.Fprintf(w, "redlock (000 §2.8): %d independent masters, lease %.0f ms\n\n", r.Nodes, r.LeaseMS)
-	printEvents(w, r.Timeline)
-	fmt.Fprintf(w, "\ndouble grant (both held a quorum at once): %v\n", r.DoubleGrant)
-	fmt.Fprintf(w, "older token's write rejected by the fence: %v (%d < %d); the resource holds %q\n",
-		r.OlderTokenRejected, r.FirstToken, r.SecondToken, r.FencedValue)
+// fromHistory sets what the result reads from its spans.
+func (r *RedLockResult) fromHistory() {
+	r.DoubleGrant = DoubleGrants(r.Spans) > 0
 }
 
-// Report returns the drill's HTML report.
-func (r *RedLockResult) Report() *Report {
-	return &Report{
-		Title:  "redlock (000 §2.8): a clock jump on one node gives two clients a quorum",
-		Spans:  r.Spans,
-		Points: r.points,
-		Marks:  r.marks,
-		Events: r.Timeline,
-		Zooms:  r.zoom(),
-		Figures: [][2]string{
-			{"double grant", fmt.Sprint(r.DoubleGrant)},
-			{"tokens A / B", fmt.Sprintf("%d / %d", r.FirstToken, r.SecondToken)},
-			{"older token's write rejected", fmt.Sprint(r.OlderTokenRejected)},
+// Summary returns what the text and the HTML report show.
+func (r *RedLockResult) Summary() *Summary {
+	return &Summary{
+		Title: fmt.Sprintf("redlock (000 §2.8): %d independent masters, lease %.0f ms; a clock jump on one node gives two clients a quorum", r.Nodes, r.LeaseMS),
+		Parts: []Part{{Events: r.Timeline}},
+		Figures: []Figure{
+			{"double grant (B got in while A held a quorum)", fmt.Sprint(r.DoubleGrant)},
+			{"both inside at once", bothInside(r.Spans, r.lane(), "A", "B")},
+			{"older token's write rejected by the fence", fmt.Sprintf("%v (%d < %d); the resource holds %q", r.OlderTokenRejected, r.FirstToken, r.SecondToken, r.FencedValue)},
 		},
+		Spans: r.Spans, Points: r.points, Marks: r.marks, Zooms: r.zoom(),
 	}
+}
+
+// lane is the lane of the drill's one lock.
+func (r *RedLockResult) lane() string {
+	if len(r.Spans) == 0 {
+		return ""
+	}
+	return r.Spans[0].Lane
 }
 
 // zoom is the stretch from A's grant to the two writes, enlarged.

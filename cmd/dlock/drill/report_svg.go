@@ -108,7 +108,7 @@ func leadingNumber(s string) (int, string) {
 // timelineSVG draws the report's spans from fromMS to toMS (both 0: all of
 // them, with room on the right for the last notes); id prefixes the ids
 // inside the svg.
-func timelineSVG(r *Report, id string, fromMS, toMS float64) template.HTML {
+func timelineSVG(r *Summary, id string, fromMS, toMS float64) template.HTML {
 	if fromMS == 0 && toMS == 0 {
 		lo, hi := math.Inf(1), 0.0
 		for _, s := range r.Spans {
@@ -438,30 +438,16 @@ func spanKey(s Span) [4]string {
 }
 
 // overlaps returns, for each span, the stretches during which another
-// holder of its lane was inside too.
+// holder of its lane was inside too (see eachOverlap).
 func overlaps(spans []Span) map[[4]string][][2]float64 {
-	byLane := map[string][]Span{}
-	for _, s := range spans {
-		byLane[s.Lane] = append(byLane[s.Lane], s)
-	}
 	out := map[[4]string][][2]float64{}
-	for _, ss := range byLane {
-		sort.Slice(ss, func(i, j int) bool { return ss[i].StartMS < ss[j].StartMS })
-		for i, s := range ss {
-			for j := i + 1; j < len(ss) && ss[j].StartMS < s.EndMS; j++ {
-				o := ss[j]
-				if o.Who == s.Who {
-					continue
-				}
-				iv := [2]float64{o.StartMS, min(s.EndMS, o.EndMS)}
-				if iv[1] <= iv[0] {
-					continue
-				}
-				out[spanKey(s)] = append(out[spanKey(s)], iv)
-				out[spanKey(o)] = append(out[spanKey(o)], iv)
-			}
+	eachOverlap(spans, func(i, j int, from, to float64) {
+		if to > from {
+			iv := [2]float64{from, to}
+			out[spanKey(spans[i])] = append(out[spanKey(spans[i])], iv)
+			out[spanKey(spans[j])] = append(out[spanKey(spans[j])], iv)
 		}
-	}
+	})
 	return out
 }
 

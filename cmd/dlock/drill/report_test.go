@@ -102,7 +102,7 @@ func texts(es []elem) []string {
 	return out
 }
 
-func render(t *testing.T, r *drill.Report) string {
+func render(t *testing.T, r *drill.Summary) string {
 	t.Helper()
 	var b bytes.Buffer
 	if err := r.WriteHTML(&b); err != nil {
@@ -218,7 +218,7 @@ func TestReportMisdelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	page := render(t, res.Report())
+	page := render(t, res.Summary())
 	all := svgs(t, page)
 	if len(all) != 2 {
 		t.Fatalf("%d svgs, want the timeline and its enlarged window", len(all))
@@ -266,7 +266,7 @@ func TestReportLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl := svgs(t, render(t, res.Report()))[0]
+	tl := svgs(t, render(t, res.Summary()))[0]
 	checkTimeline(t, tl, "A", "B")
 	if len(class(tl, "line", "expiry")) != 1 {
 		t.Errorf("want one lease-expiry marker (the fixed lease's A)")
@@ -281,7 +281,7 @@ func TestReportContention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := svgs(t, render(t, res.Report()))
+	all := svgs(t, render(t, res.Summary()))
 	if len(all) != 2 {
 		t.Fatalf("%d svgs, want the timeline and the histogram", len(all))
 	}
@@ -315,7 +315,11 @@ func TestReportRedLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := svgs(t, render(t, res.Report()))
+	checkClaims(t, res.Summary())
+	if !res.DoubleGrant {
+		t.Error("B got in while A held a quorum, and the spans do not show it")
+	}
+	all := svgs(t, render(t, res.Summary()))
 	if len(all) != 2 {
 		t.Fatalf("%d svgs, want the timeline and its enlarged window", len(all))
 	}
@@ -340,7 +344,8 @@ func TestReportPause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl := svgs(t, render(t, res.Report()))[0]
+	checkClaims(t, res.Summary())
+	tl := svgs(t, render(t, res.Summary()))[0]
 	checkTimeline(t, tl, "A", "B")
 	if len(class(tl, "line", "expiry")) != 1 {
 		t.Error("no lease-expiry marker for the frozen holder")
@@ -370,7 +375,7 @@ func TestPauseHolderProcess(t *testing.T) {
 
 // Short holds, many holders and names that need escaping, without Redis.
 func TestReportLayout(t *testing.T) {
-	r := &drill.Report{
+	r := &drill.Summary{
 		Title: "layout <&>",
 		Spans: []drill.Span{
 			{Lane: "lock <1>", Who: "A", StartMS: 0, EndMS: 1000, LeaseEndMS: 400},

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,12 +11,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/cmd/dlock/backend"
 	"github.com/dlockgo/dlock/cmd/dlock/inventory"
+	"github.com/dlockgo/dlock/cmd/dlock/table"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -43,7 +41,7 @@ type SeckillOptions struct {
 	Observer dlock.Observer
 	// Locks, when set, is the lock service of the lock and fenced
 	// strategies (etcd, ZooKeeper); nil: the Redis.
-	Locks LockService
+	Locks *backend.Backend
 	// Progress, when set, is called after every finished purchase.
 	Progress func(strategy string, done, total int)
 }
@@ -97,7 +95,7 @@ type SeckillResult struct {
 // at once for Stock units of a fresh sku, spread over Replicas replicas that
 // share nothing but Redis and the database (so an in-process mutex could
 // not help), then reconciles the books and looks for lock keys left behind.
-func Seckill(ctx context.Context, r *Redis, o SeckillOptions) (*SeckillResult, error) {
+func Seckill(ctx context.Context, r *backend.Backend, o SeckillOptions) (*SeckillResult, error) {
 	if o.Buyers < 1 || o.Stock < 0 || o.Replicas < 1 || o.Concurrency < 0 {
 		return nil, errors.New("seckill: buyers and replicas must be >= 1, stock and concurrency >= 0")
 	}
@@ -122,7 +120,7 @@ func Seckill(ctx context.Context, r *Redis, o SeckillOptions) (*SeckillResult, e
 		defer os.RemoveAll(dir)
 		dsn, dbKind = "sqlite:"+filepath.Join(dir, "shop.db"), "sqlite (temp dir, removed at exit)"
 	}
-	res := &SeckillResult{Redis: r.Kind, Database: dbKind, Replicas: o.Replicas}
+	res := &SeckillResult{Redis: r.Desc, Database: dbKind, Replicas: o.Replicas}
 	var skus []string
 	for _, n := range names {
 		sku := "sk-" + n + "-" + randomID()
@@ -139,12 +137,12 @@ func Seckill(ctx context.Context, r *Redis, o SeckillOptions) (*SeckillResult, e
 
 // leftovers says what the run did with the rows and keys it made in the
 // servers the user gave.
-func leftovers(o SeckillOptions, r *Redis, skus []string) string {
+func leftovers(o SeckillOptions, r *backend.Backend, skus []string) string {
 	var where []string
 	if o.DSN != "" {
 		where = append(where, "the database")
 	}
-	if r.close == nil { // the user's Redis
+	if !r.Embedded { // the user's Redis
 		where = append(where, "Redis")
 	}
 	if len(where) == 0 {
@@ -185,7 +183,7 @@ func (p *replica) close() {
 
 // sale sells sku, a fresh sku, through the strategy name and measures the
 // row.
-func sale(ctx context.Context, r *Redis, dsn, name, sku string, o SeckillOptions) (SeckillRow, error) {
+func sale(ctx context.Context, r *backend.Backend, dsn, name, sku string, o SeckillOptions) (SeckillRow, error) {
 	row := SeckillRow{Strategy: name, Buyers: o.Buyers, Stock: o.Stock}
 	reps := make([]*replica, o.Replicas)
 	defer func() {
@@ -196,7 +194,7 @@ func sale(ctx context.Context, r *Redis, dsn, name, sku string, o SeckillOptions
 		}
 	}()
 	for i := range reps {
-		rdb, err := r.Client()
+		rdb, err := r.RedisClient()
 		if err != nil {
 			return row, err
 		}
@@ -242,18 +240,14 @@ func sale(ctx context.Context, r *Redis, dsn, name, sku string, o SeckillOptions
 		}
 	}
 
-	rng := rand.New(rand.NewPCG(o.Seed, 0x5eccc1))
-	serve := make([]int32, o.Buyers)
-	for i := range serve {
-		serve[i] = int32(rng.IntN(o.Replicas))
-	}
+	serve := serveOrder(o.Seed, o.Buyers, o.Replicas)
 	lat := make([]time.Duration, o.Buyers)
 	outcome := make([]inventory.Outcome, o.Buyers)
 	var (
-		done, next atomic.Int64
-		firstMu    sync.Mutex
-		firstErr   error
-		firstBusy  string
+		done      atomic.Int64
+		firstMu   sync.Mutex
+		firstErr  error
+		firstBusy string
 	)
 	buy := func(i int) {
 		t0 := time.Now()
@@ -278,26 +272,7 @@ func sale(ctx context.Context, r *Redis, dsn, name, sku string, o SeckillOptions
 			o.Progress(name, n, o.Buyers)
 		}
 	}
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for range min(o.Concurrency, o.Buyers) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			for ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= o.Buyers {
-					return
-				}
-				buy(i)
-			}
-		}()
-	}
-	t0 := time.Now()
-	close(start)
-	wg.Wait()
-	elapsed := time.Since(t0)
+	elapsed := runBuyers(ctx, o.Buyers, o.Concurrency, buy)
 	if err := ctx.Err(); err != nil {
 		return row, err
 	}
@@ -326,41 +301,23 @@ func sale(ctx context.Context, r *Redis, dsn, name, sku string, o SeckillOptions
 			row.Errors++
 		}
 	}
-	slices.Sort(lat)
-	row.P50MS, row.P99MS = msf(pct(lat, 50)), msf(pct(lat, 99))
-	row.OrdersPerSec = float64(o.Buyers) / elapsed.Seconds()
 	rep, err := reps[0].strategy.Reconcile(ctx, sku)
 	if err != nil {
 		return row, err
 	}
-	row.Sold, row.Oversold, row.FinalStock = rep.Units, rep.Oversold, rep.Qty
-	row.ReconcileClean, row.Problems = rep.Clean(), rep.Problems
 	for _, p := range reps {
 		if f, ok := p.strategy.(interface{ Rejected() int64 }); ok {
 			row.StaleWritesRejected += f.Rejected()
 		}
 	}
-	if turnedAway := row.Busy + row.Errors; rep.Qty > 0 && turnedAway > 0 {
-		row.Unsold = rep.Qty
-		why := fmt.Sprintf("left %d of %d units unsold while turning %d buyers away", rep.Qty, o.Stock, turnedAway)
-		if row.Busy > 0 {
-			why += fmt.Sprintf("; %d busy (%s)", row.Busy, firstBusy)
-		}
-		if row.Errors > 0 {
-			why += fmt.Sprintf("; %d errors, the first: %v", row.Errors, firstErr)
-		}
-		row.Problems = append(row.Problems, why)
-	} else if row.Errors > 0 {
-		row.Problems = append(row.Problems, fmt.Sprintf("%d errors, the first: %v", row.Errors, firstErr))
+	var detail string
+	if row.Busy > 0 {
+		detail += fmt.Sprintf("; %d busy (%s)", row.Busy, firstBusy)
 	}
-	switch {
-	case !row.ReconcileClean:
-		row.Verdict = VerdictProblems
-	case row.Unsold > 0:
-		row.Verdict = VerdictUnsold
-	default:
-		row.Verdict = VerdictClean
+	if row.Errors > 0 {
+		detail += fmt.Sprintf("; %d errors, the first: %v", row.Errors, firstErr)
 	}
+	row.measure(lat, elapsed, rep, detail)
 	if row.LeakedLockKeys, err = leakedLockKeys(ctx, reps[0].rdb, inventory.LockName(sku)); err != nil {
 		return row, err
 	}
@@ -403,24 +360,41 @@ func leakedLockKeys(ctx context.Context, rdb *redis.Client, name string) (int, e
 	return n, iter.Err()
 }
 
-// Print writes the table.
-func (r *SeckillResult) Print(w io.Writer) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\tbuyers\tstock\tsold\toversold\tfinal stock\tleaked lock keys\torders/s\tp50 ms\tp99 ms\tsold out\tbusy\terrors\tstale writes rejected\tverdict\t")
-	for _, x := range r.Rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%s\t\n",
-			x.Strategy, x.Buyers, x.Stock, x.Sold, x.Oversold, x.FinalStock, x.LeakedLockKeys,
-			x.OrdersPerSec, x.P50MS, x.P99MS, x.SoldOut, x.Busy, x.Errors, x.StaleWritesRejected, verdict(x))
-	}
-	tw.Flush()
+// Summary returns what the text shows: one row per strategy, the
+// problems below it, and what the run left behind.
+func (r *SeckillResult) Summary() *Summary {
+	t := table.Of([]table.Column[SeckillRow]{
+		table.Col("strategy", func(x SeckillRow) string { return x.Strategy }),
+		table.Col("buyers", func(x SeckillRow) string { return strconv.Itoa(x.Buyers) }),
+		table.Col("stock", func(x SeckillRow) string { return strconv.Itoa(x.Stock) }),
+		table.Col("sold", func(x SeckillRow) string { return strconv.FormatInt(x.Sold, 10) }),
+		table.Col("oversold", func(x SeckillRow) string { return strconv.FormatInt(x.Oversold, 10) }),
+		table.Col("final stock", func(x SeckillRow) string { return strconv.FormatInt(x.FinalStock, 10) }),
+		table.Col("leaked lock keys", func(x SeckillRow) string {
+			if x.LeakedLockKeys < 0 {
+				return "-" // not visible from outside
+			}
+			return strconv.Itoa(x.LeakedLockKeys)
+		}),
+		table.Col("orders/s", func(x SeckillRow) string { return fmt.Sprintf("%.0f", x.OrdersPerSec) }),
+		table.Col("p50 ms", func(x SeckillRow) string { return fmt.Sprintf("%.1f", x.P50MS) }),
+		table.Col("p99 ms", func(x SeckillRow) string { return fmt.Sprintf("%.1f", x.P99MS) }),
+		table.Col("sold out", func(x SeckillRow) string { return strconv.Itoa(x.SoldOut) }),
+		table.Col("busy", func(x SeckillRow) string { return strconv.Itoa(x.Busy) }),
+		table.Col("errors", func(x SeckillRow) string { return strconv.Itoa(x.Errors) }),
+		table.Col("stale writes rejected", func(x SeckillRow) string { return strconv.FormatInt(x.StaleWritesRejected, 10) }),
+		table.Col("verdict", verdict),
+	}, r.Rows)
 	for _, x := range r.Rows {
 		for _, p := range x.Problems {
-			fmt.Fprintf(w, "  %s: %s\n", x.Strategy, p)
+			t.Notes = append(t.Notes, "  "+x.Strategy+": "+p)
 		}
 	}
+	s := &Summary{Tables: []table.Table{t}}
 	if r.Leftovers != "" {
-		fmt.Fprintf(w, "\n%s\n", r.Leftovers)
+		s.Notes = []string{r.Leftovers}
 	}
+	return s
 }
 
 // verdict is the row's verdict, computed for rows made without one.

@@ -6,14 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/dlockgo/dlock/cmd/dlock/backend"
 	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 )
 
@@ -43,15 +41,11 @@ func SeckillHTTP(ctx context.Context, targets []string, sku string, buyers, conc
 	}
 	stock := rep.Qty
 	row := SeckillRow{Strategy: health.Strategy, Buyers: buyers, Stock: int(stock)}
-	rng := rand.New(rand.NewPCG(seed, 0x5eccc1))
-	serve := make([]int32, buyers)
-	for i := range serve {
-		serve[i] = int32(rng.IntN(len(targets)))
-	}
+	serve := serveOrder(seed, buyers, len(targets))
 	run := randomID()
 	lat := make([]time.Duration, buyers)
 	status := make([]int, buyers)
-	var done, next atomic.Int64
+	var done atomic.Int64
 	hc.Transport = &http.Transport{MaxIdleConnsPerHost: concurrency, MaxConnsPerHost: concurrency}
 	defer hc.CloseIdleConnections()
 	buy := func(i int) {
@@ -70,26 +64,7 @@ func SeckillHTTP(ctx context.Context, targets []string, sku string, buyers, conc
 			progress(row.Strategy, int(done.Add(1)), buyers)
 		}
 	}
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for range min(concurrency, buyers) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			for ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= buyers {
-					return
-				}
-				buy(i)
-			}
-		}()
-	}
-	t0 := time.Now()
-	close(start)
-	wg.Wait()
-	elapsed := time.Since(t0)
+	elapsed := runBuyers(ctx, buyers, concurrency, buy)
 	for _, s := range status {
 		switch s {
 		case http.StatusCreated:
@@ -101,20 +76,10 @@ func SeckillHTTP(ctx context.Context, targets []string, sku string, buyers, conc
 			row.Errors++
 		}
 	}
-	slices.Sort(lat)
-	row.P50MS, row.P99MS = msf(pct(lat, 50)), msf(pct(lat, 99))
-	row.OrdersPerSec = float64(buyers) / elapsed.Seconds()
 	if err := getJSON(ctx, hc, targets[0]+"/reconcile/"+sku, &rep); err != nil {
 		return nil, err
 	}
-	row.Sold, row.Oversold, row.FinalStock = rep.Units, rep.Oversold, rep.Qty
-	row.ReconcileClean, row.Problems = rep.Clean(), rep.Problems
-	if turnedAway := row.Busy + row.Errors; rep.Qty > 0 && turnedAway > 0 {
-		row.Unsold = rep.Qty
-		row.Problems = append(row.Problems, fmt.Sprintf("left %d of %d units unsold while turning %d buyers away (%d busy, %d errors)",
-			rep.Qty, stock, turnedAway, row.Busy, row.Errors))
-	}
-	row.Verdict = verdict(row)
+	row.measure(lat, elapsed, rep, fmt.Sprintf(" (%d busy, %d errors)", row.Busy, row.Errors))
 	row.LeakedLockKeys = -1 // not visible from outside
 	return &SeckillResult{Redis: "used by the targets", Database: health.Database + " (used by the targets)",
 		Replicas: len(targets), Rows: []SeckillRow{row}}, nil
@@ -127,7 +92,7 @@ func getJSON(ctx context.Context, hc *http.Client, url string, v any) error {
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnreachable, err)
+		return fmt.Errorf("%w: %v", backend.ErrUnreachable, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
