@@ -145,9 +145,10 @@ proxy=$proxy/cache/download
 step "file proxy: ${#specs[@]} modules in $proxy"
 
 # The user's side: no workspace, our modules only from the file proxy.
+third_party="file://$(go env GOMODCACHE)/cache/download,$(go env GOPROXY)"
 user_env=(GOWORK=off GOFLAGS="-mod=mod -modcacherw -trimpath" GOTOOLCHAIN=local GOMODCACHE="$work/modcache"
   GONOSUMDB="$root" GOPRIVATE= GONOPROXY= GOBIN="$work/bin"
-  GOPROXY="file://$proxy,file://$(go env GOMODCACHE)/cache/download,$(go env GOPROXY)")
+  GOPROXY="file://$proxy,$third_party")
 user() { env "${user_env[@]}" "$@"; }
 
 
@@ -195,8 +196,11 @@ extra=$(comm -23 <(tail -n +2 "$work/consumer/core/modules" | sort) <(tail -n +2
   fail "the core pulls more than go-redis $redis does: $(echo $extra)"
 step "the core pulls go-redis's graph and nothing else"
 
-# Built from the checkout (the workspace), dlock names its revision.
-(cd "$clone" && env GOFLAGS="-buildvcs=true -trimpath" go build -o "$work/dlock-checkout" ./cmd/dlock) ||
+# Built from the checkout (the workspace), dlock names its revision. The
+# go command records the version it derives from the tags in the module
+# cache, so this build too uses the temporary one.
+(cd "$clone" && quiet "$work/checkout.log" env GOFLAGS="-buildvcs=true -trimpath -modcacherw" \
+  GOMODCACHE="$work/modcache" GOPROXY="$third_party" go build -o "$work/dlock-checkout" ./cmd/dlock) ||
   fail "go build ./cmd/dlock in the checkout"
 out=$("$work/dlock-checkout" --version)
 [[ "$out" == *" (git $commit)" ]] || fail "dlock built from the checkout printed \"$out\", want its revision $commit"
