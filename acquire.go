@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dlockgo/dlock/seam"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -52,7 +53,7 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 	for i, one := range a.each() {
 		gr := c.grantOf(sh, spec, one, g.fences[i], 0, sent, cfg)
 		if err != nil { // cancelled or closed meanwhile: give the rest back
-			c.keeper.giveBack(ctx, gr)
+			c.keeper.GiveBack(ctx, gr)
 			continue
 		}
 		var l *Lease
@@ -70,37 +71,37 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 }
 
 // prepare checks the call's arguments and options and makes its attempt.
-func (c *Client) prepare(ctx context.Context, sh redisShape, spec *shapeSpec, opts []Option, start time.Time) (*attempt, acquireConfig, error) {
+func (c *Client) prepare(ctx context.Context, sh redisShape, spec *shapeSpec, opts []Option, start time.Time) (*attempt, seam.Options, error) {
 	name := spec.name
 	var err error
 	if spec.check != nil {
 		err = spec.check()
 	} else {
-		err = validName(name)
+		err = seam.CheckName(name)
 	}
 	if err != nil {
-		return nil, acquireConfig{}, wrap("acquire", name, err)
+		return nil, seam.Options{}, wrap("acquire", spec.kind, name, err)
 	}
-	cfg, err := newAcquireConfig(opts)
-	if err == nil && cfg.replicas != 0 && !spec.replicaAck {
+	cfg, err := seam.ParseOptions(opts)
+	if err == nil && cfg.Replicas != 0 && !spec.replicaAck {
 		err = fmt.Errorf("%w: ReplicaAck is not supported by %s", ErrInvalidArgument, spec.kind)
 	}
 	if err != nil {
-		return nil, cfg, wrap("acquire", name, err)
+		return nil, cfg, wrap("acquire", spec.kind, name, err)
 	}
 	if c.isClosed() {
-		return nil, cfg, wrap("acquire", name, ErrClosed)
+		return nil, cfg, wrap("acquire", spec.kind, name, ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, cfg, wrap("acquire", name, err)
+		return nil, cfg, wrap("acquire", spec.kind, name, err)
 	}
-	ttl := cfg.lease
+	ttl := cfg.Lease
 	if ttl == 0 {
 		ttl = c.timeout
 	}
-	a := sh.attempt(carriedOwner(ctx), ttl, start)
-	if spec.leave != nil && cfg.wait != 0 {
-		a.queue = cmp.Or(cfg.queue, DefaultQueueTimeout)
+	a := sh.attempt(seam.CarriedOwner(ctx), ttl, start)
+	if spec.leave != nil && cfg.Wait != 0 {
+		a.queue = cmp.Or(cfg.QueueTimeout, DefaultQueueTimeout)
 		a.queueMs = ms(a.queue)
 	}
 	return a, cfg, nil
@@ -109,11 +110,11 @@ func (c *Client) prepare(ctx context.Context, sh redisShape, spec *shapeSpec, op
 // await tries until a grant, the end of the wait, or an error. sent is
 // when the request that was granted was sent (a hand-off's: the first
 // attempt's, a safe lower bound).
-func (c *Client) await(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, cfg acquireConfig, start time.Time) (g grant, sent time.Time, err error) {
+func (c *Client) await(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, cfg seam.Options, start time.Time) (g grant, sent time.Time, err error) {
 	name := spec.name
 	var stop time.Time
-	if cfg.wait >= 0 {
-		stop = start.Add(cfg.wait)
+	if cfg.Wait >= 0 {
+		stop = start.Add(cfg.Wait)
 	}
 	var w *waiter
 	defer func() {
@@ -155,11 +156,11 @@ func (c *Client) await(ctx context.Context, sh redisShape, spec *shapeSpec, a *a
 		}
 		a.queued = a.queue > 0
 		now := time.Now()
-		if cfg.wait == 0 || (!stop.IsZero() && !now.Before(stop)) {
+		if cfg.Wait == 0 || (!stop.IsZero() && !now.Before(stop)) {
 			if g.detail != "" {
-				return g, sent, wrap("acquire", name, fmt.Errorf("%w (%s)", ErrNotAcquired, g.detail))
+				return g, sent, wrap("acquire", spec.kind, name, fmt.Errorf("%w (%s)", ErrNotAcquired, g.detail))
 			}
-			return g, sent, wrap("acquire", name, ErrNotAcquired)
+			return g, sent, wrap("acquire", spec.kind, name, ErrNotAcquired)
 		}
 		if w != nil && w.channel != g.wake {
 			c.sub.leave(w, false)
@@ -189,7 +190,7 @@ func (c *Client) await(ctx context.Context, sh redisShape, spec *shapeSpec, a *a
 			if late > 0 {
 				err = fmt.Errorf("%w (%s)", err, lateDetail(late))
 			}
-			return g, sent, wrap("acquire", name, err)
+			return g, sent, wrap("acquire", spec.kind, name, err)
 		}
 		// Handed the lock by a release: it is ours from a moment after the
 		// first attempt was sent, for the hand-off's TTL. With too little of
@@ -290,7 +291,7 @@ func (c *Client) background(f func()) {
 // goroutines and tryGrant returns ctx's error when ctx ends first; what the
 // abandoned attempt then receives is given back in the background (a grant
 // is released; a queue place is left by Acquire's own leave).
-func (c *Client) tryGrant(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, cfg acquireConfig) (grant, error) {
+func (c *Client) tryGrant(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, cfg seam.Options) (grant, error) {
 	if c.inline(ctx) {
 		return c.tryOnce(ctx, sh, spec, a, cfg)
 	}
@@ -313,7 +314,7 @@ func (c *Client) tryGrant(ctx context.Context, sh redisShape, spec *shapeSpec, a
 			c.giveBack(context.Background(), sh, spec, a, r.g, cfg)
 		}
 	})
-	return grant{}, wrap("acquire", spec.name, ctx.Err())
+	return grant{}, wrap("acquire", spec.kind, spec.name, ctx.Err())
 }
 
 // inline reports whether a call under ctx returns by ctx's deadline on the
@@ -372,23 +373,23 @@ func (c *Client) work(f func()) {
 
 // tryOnce runs one acquire attempt: the shape's own try, or its acquire
 // script once (with WAIT on the same connection when ReplicaAck asks).
-func (c *Client) tryOnce(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, cfg acquireConfig) (grant, error) {
+func (c *Client) tryOnce(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, cfg seam.Options) (grant, error) {
 	var g grant
 	var err error
 	switch {
 	case spec.try != nil:
 		g, err = spec.try(ctx, a)
-	case cfg.replicas != 0:
+	case cfg.Replicas != 0:
 		g, err = c.grantReplicated(ctx, sh, spec, a, cfg)
 	case spec.intReply:
 		var n int64
 		if n, err = sh.acquireCall(a).runInt(ctx, c.rdb); err != nil {
-			return grant{}, redisErr(ctx, "acquire", spec.name, err)
+			return grant{}, redisErr(ctx, "acquire", spec.kind, spec.name, err)
 		}
 		g = intGrant(n)
 	default:
 		if g, err = readGrant(sh.acquireCall(a).run(ctx, c.rdb)); err != nil {
-			return grant{}, redisErr(ctx, "acquire", spec.name, err)
+			return grant{}, redisErr(ctx, "acquire", spec.kind, spec.name, err)
 		}
 	}
 	if err != nil {
@@ -397,7 +398,7 @@ func (c *Client) tryOnce(ctx context.Context, sh redisShape, spec *shapeSpec, a 
 	switch {
 	case g.ok && len(a.tokens) > 0:
 		if len(g.reply) != len(a.tokens)+1 {
-			return grant{}, wrap("acquire", spec.name, fmt.Errorf("unexpected acquire reply %v", g.reply))
+			return grant{}, wrap("acquire", spec.kind, spec.name, fmt.Errorf("unexpected acquire reply %v", g.reply))
 		}
 		g.fences = g.reply[1:]
 	case !g.ok:
@@ -432,9 +433,9 @@ func readGrant(cmd *redis.Cmd) (grant, error) {
 // late gives g back and reports true if it arrived after its lease ran out
 // on the client's clock (counted from sent): the store may already have
 // expired it and granted the lock to someone else, so it is never used.
-func (c *Client) late(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, g grant, sent time.Time, cfg acquireConfig) bool {
+func (c *Client) late(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, g grant, sent time.Time, cfg seam.Options) bool {
 	ttl := cmp.Or(g.ttl, a.ttl)
-	if time.Now().Before(sent.Add(ttl - Drift(ttl))) {
+	if time.Now().Before(sent.Add(ttl - seam.Drift(ttl))) {
 		return false
 	}
 	c.giveBack(ctx, sh, spec, a, g, cfg)
@@ -443,25 +444,25 @@ func (c *Client) late(ctx context.Context, sh redisShape, spec *shapeSpec, a *at
 
 // giveBack releases every grant of g (one, or one per attempt.tokens): a
 // grant nobody will hold.
-func (c *Client) giveBack(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, g grant, cfg acquireConfig) {
+func (c *Client) giveBack(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, g grant, cfg seam.Options) {
 	for i, one := range a.each() {
 		fence := g.fence
 		if len(g.fences) > i {
 			fence = g.fences[i]
 		}
-		c.keeper.giveBack(ctx, c.grantOf(sh, spec, one, fence, 0, time.Time{}, cfg))
+		c.keeper.GiveBack(ctx, c.grantOf(sh, spec, one, fence, 0, time.Time{}, cfg))
 	}
 }
 
 // grantOf describes a Redis grant for the Keeper; ttl is the grant's TTL
 // when it is shorter than the lease asked for (a hand-off), else 0.
-func (c *Client) grantOf(sh redisShape, spec *shapeSpec, a *attempt, fence int64, ttl time.Duration, sent time.Time, cfg acquireConfig) Grant {
+func (c *Client) grantOf(sh redisShape, spec *shapeSpec, a *attempt, fence int64, ttl time.Duration, sent time.Time, cfg seam.Options) seam.Grant[*attempt] {
 	if a.ops == nil {
 		a.ops = sh.ops(a)
 	}
-	return Grant{
+	return seam.Grant[*attempt]{StoreCounts: true,
 		Shape: spec.kind, Name: spec.name, Key: sh.holdID(a), Owner: a.owner, ID: a.token,
-		Token: fence, Sent: sent, TTL: cmp.Or(ttl, a.ttl), Lease: a.ttl, Renewed: cfg.lease == 0,
-		Ops: a, OnLost: cfg.onLost,
+		Token: fence, Sent: sent, TTL: cmp.Or(ttl, a.ttl), Lease: a.ttl, Renewed: cfg.Lease == 0,
+		Ops: a, OnLost: cfg.OnLost,
 	}
 }

@@ -1,8 +1,11 @@
 package dlock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"github.com/dlockgo/dlock/observe"
+	"github.com/dlockgo/dlock/seam"
 	"log/slog"
 	"os"
 	"reflect"
@@ -16,11 +19,69 @@ import (
 
 // Defaults of a Client.
 const (
-	DefaultPrefix          = "dlock:"
+	// DefaultPrefix is the prefix of every key and channel a Client writes
+	// unless Config.Prefix says otherwise: a lock's key is
+	// DefaultPrefix + "{" + name + "}".
+	DefaultPrefix = "dlock:"
+	// DefaultWatchdogTimeout is the lease of a lock acquired without
+	// LeaseTime; the watchdog renews it every third of it.
 	DefaultWatchdogTimeout = 30 * time.Second
-	DefaultFenceTTL        = 7 * 24 * time.Hour
-	DefaultRenewBatch      = 256
 )
+
+// Config configures a Client. The zero Config is the defaults written next
+// to each field.
+type Config struct {
+	// Prefix is the prefix of every Redis key and channel (default
+	// DefaultPrefix). It may not contain '{' or '}': the lock name is the hash
+	// tag. Clients that share locks must share the prefix.
+	Prefix string
+	// WatchdogTimeout is the lease of watchdog-kept locks (default
+	// DefaultWatchdogTimeout, at least 3 ms); the watchdog renews them
+	// every timeout/3.
+	WatchdogTimeout time.Duration
+	// FenceTTL is how long a lock name's fence counter outlives its last
+	// grant (default 7 days, at least 1 s); see Lease.Token for what
+	// happens after it expires.
+	FenceTTL time.Duration
+	// RenewBatch is how many leases the watchdog renews per round trip
+	// (default 256).
+	RenewBatch int
+	// Logger, if set, logs lost leases (Warn) and failed renewals (Debug).
+	// Without it the Client never logs.
+	Logger *slog.Logger
+	// Observer, if set, receives lock events (acquisitions, releases,
+	// losses, renewals) synchronously: it must be fast and safe for
+	// concurrent use (dlockprom, dlockotel).
+	Observer observe.Observer
+	// Label is added to the holder metadata that Inspect shows (service
+	// name, replica id). At most 256 bytes.
+	Label string
+}
+
+// apply checks cfg and sets it on c.
+func (cfg Config) apply(c *Client) error {
+	switch {
+	case strings.ContainsAny(cfg.Prefix, "{}"):
+		return fmt.Errorf("%w: prefix %q contains a brace", ErrInvalidArgument, cfg.Prefix)
+	case cfg.WatchdogTimeout != 0 && cfg.WatchdogTimeout < 3*time.Millisecond:
+		return fmt.Errorf("%w: watchdog timeout %v (want >= 3ms)", ErrInvalidDuration, cfg.WatchdogTimeout)
+	case cfg.FenceTTL != 0 && cfg.FenceTTL < time.Second:
+		return fmt.Errorf("%w: fence TTL %v (want >= 1s)", ErrInvalidDuration, cfg.FenceTTL)
+	case cfg.RenewBatch < 0:
+		return fmt.Errorf("%w: renew batch %d (want >= 1)", ErrInvalidArgument, cfg.RenewBatch)
+	case len(cfg.Label) > 256:
+		return fmt.Errorf("%w: label longer than 256 bytes", ErrInvalidArgument)
+	}
+	c.prefix = cmp.Or(cfg.Prefix, DefaultPrefix)
+	c.timeout = cmp.Or(cfg.WatchdogTimeout, DefaultWatchdogTimeout)
+	c.fenceTTL = cmp.Or(cfg.FenceTTL, 7*24*time.Hour)
+	c.batch = cmp.Or(cfg.RenewBatch, 256)
+	c.logger, c.label = cfg.Logger, cfg.Label
+	if cfg.Observer != nil {
+		c.observer = cfg.Observer
+	}
+	return nil
+}
 
 // Client hands out locks on one go-redis client (standalone, Sentinel
 // failover or Cluster). It owns one watchdog loop that renews every
@@ -34,7 +95,7 @@ type Client struct {
 	fenceTTL time.Duration
 	batch    int
 	logger   *slog.Logger
-	observer Observer
+	observer observe.Observer
 	meta     string // host|pid, the fixed part of holder metadata
 	label    string
 
@@ -47,14 +108,14 @@ type Client struct {
 
 	// Script arguments every lock of this Client passes, boxed once.
 	argFenceTTL, argClient, argCheck any
-	argLease, argQueue               any   // the default lease and queue timeout in ms
-	leaseMs, queueMs                 int64 // their values
+	argLease, argQueue               any    // the default lease and queue timeout in ms
+	leaseMs, queueMs                 int64  // their values
 	metaHead, metaTail               string // holder metadata around the acquired-at ms
 
 	wd  *watchdog
 	sub *subscriber
 
-	keeper *Keeper // the holds
+	keeper *seam.Keeper[*attempt] // the holds
 
 	mu     sync.Mutex
 	closed bool
@@ -64,88 +125,8 @@ type Client struct {
 	retries sync.WaitGroup // background retries (leaving a queue)
 }
 
-// ClientOption configures a Client.
-type ClientOption func(*Client) error
-
-// WithPrefix sets the prefix of every Redis key and channel (default "dlock:").
-// It may not contain '{' or '}': the lock name is the hash tag.
-func WithPrefix(p string) ClientOption {
-	return func(c *Client) error {
-		if strings.ContainsAny(p, "{}") {
-			return fmt.Errorf("%w: prefix %q contains a brace", ErrInvalidArgument, p)
-		}
-		c.prefix = p
-		return nil
-	}
-}
-
-// WithWatchdogTimeout sets the lease of watchdog-kept locks (default 30 s);
-// the watchdog renews them every timeout/3.
-func WithWatchdogTimeout(d time.Duration) ClientOption {
-	return func(c *Client) error {
-		if d < 3*time.Millisecond {
-			return fmt.Errorf("%w: watchdog timeout %v (want >= 3ms)", ErrInvalidDuration, d)
-		}
-		c.timeout = d
-		return nil
-	}
-}
-
-// WithFenceTTL sets how long a lock name's fence counter outlives its last
-// grant (default 7 days). See Lease.Token for what happens after it expires.
-func WithFenceTTL(d time.Duration) ClientOption {
-	return func(c *Client) error {
-		if d < time.Second {
-			return fmt.Errorf("%w: fence TTL %v (want >= 1s)", ErrInvalidDuration, d)
-		}
-		c.fenceTTL = d
-		return nil
-	}
-}
-
-// WithRenewBatch sets how many leases the watchdog renews per round trip
-// (default 256).
-func WithRenewBatch(n int) ClientOption {
-	return func(c *Client) error {
-		if n < 1 {
-			return fmt.Errorf("%w: renew batch %d (want >= 1)", ErrInvalidArgument, n)
-		}
-		c.batch = n
-		return nil
-	}
-}
-
-// WithLogger makes the Client log lost leases (Warn) and failed renewals
-// (Debug). Without it the Client never logs.
-func WithLogger(l *slog.Logger) ClientOption {
-	return func(c *Client) error { c.logger = l; return nil }
-}
-
-// WithObserver sends lock events (acquisitions, releases, losses, renewals)
-// to o, synchronously: o must be fast and safe for concurrent use.
-func WithObserver(o Observer) ClientOption {
-	return func(c *Client) error {
-		if o == nil {
-			return fmt.Errorf("%w: nil observer", ErrInvalidArgument)
-		}
-		c.observer = o
-		return nil
-	}
-}
-
-// WithLabel adds a label (service name, replica id) to the holder metadata
-// that Inspect shows. At most 256 bytes.
-func WithLabel(label string) ClientOption {
-	return func(c *Client) error {
-		if len(label) > 256 {
-			return fmt.Errorf("%w: label longer than 256 bytes", ErrInvalidArgument)
-		}
-		c.label = label
-		return nil
-	}
-}
-
-// New returns a Client on rdb. rdb stays the caller's: Close does not close it.
+// New returns a Client on rdb, configured by cfg (at most one Config;
+// none: the defaults). rdb stays the caller's: Close does not close it.
 //
 // Acquire returns by its ctx's deadline even when Redis does not answer. A
 // go-redis client without ContextTimeoutEnabled waits for its ReadTimeout
@@ -157,26 +138,23 @@ func WithLabel(label string) ClientOption {
 // cancelled without a deadline is seen at once while Acquire waits; a
 // round trip already in flight then ends by the client's ReadTimeout, as
 // every go-redis call does.
-func New(rdb redis.UniversalClient, opts ...ClientOption) (*Client, error) {
+func New(rdb redis.UniversalClient, cfg ...Config) (*Client, error) {
 	if rdb == nil || isNilPointer(rdb) {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidArgument)
+	}
+	if len(cfg) > 1 {
+		return nil, fmt.Errorf("%w: %d Configs (want at most one)", ErrInvalidArgument, len(cfg))
 	}
 	host, _ := os.Hostname()
 	c := &Client{
 		rdb:      rdb,
-		prefix:   DefaultPrefix,
-		timeout:  DefaultWatchdogTimeout,
-		fenceTTL: DefaultFenceTTL,
-		batch:    DefaultRenewBatch,
-		observer: nopObserver{},
+		observer: observe.Nop{},
 		meta:     strings.ReplaceAll(host, "|", "_") + "|" + strconv.Itoa(os.Getpid()),
 	}
-	for _, o := range opts {
-		if err := o(c); err != nil {
-			return nil, err
-		}
+	if err := append(cfg, Config{})[0].apply(c); err != nil {
+		return nil, err
 	}
-	c.keeper = NewKeeper(c.observer, c.logger)
+	c.keeper = seam.NewKeeper[*attempt](c.observer, c.logger)
 	c.bounded, c.hung = callBound(rdb)
 	c.idle = make(chan func())
 	c.bg, c.stopBg = context.WithCancel(context.Background())

@@ -17,7 +17,7 @@ func TestConformance(t *testing.T) {
 		t.Run(map[bool]string{false: "Lock", true: "FairLock"}[fair], func(t *testing.T) {
 			dlocktest.Run(t, dlocktest.Backend{
 				NewClient: func(t testing.TB) dlocktest.Client {
-					c := newClient(t, rdb, dlock.WithWatchdogTimeout(600*time.Millisecond))
+					c := newClient(t, rdb, dlock.Config{WatchdogTimeout: 600 * time.Millisecond})
 					lock := func(n string) dlock.Locker { return c.Lock(n) }
 					if fair {
 						lock = func(n string) dlock.Locker { return c.FairLock(n) }

@@ -40,7 +40,7 @@ func helperMain(mode string) int {
 	name := os.Getenv(helperNameEnv)
 	var lk dlock.Locker
 	var opts []dlock.Option
-	var copts []dlock.ClientOption
+	var copts []dlock.Config
 	switch mode {
 	case "fair-wait":
 		c, err := dlock.New(rdb)
@@ -50,7 +50,7 @@ func helperMain(mode string) int {
 		}
 		lk, opts = c.FairLock(name), []dlock.Option{dlock.QueueTimeout(d)}
 	case "sem-hold", "rw-read-hold":
-		copts = append(copts, dlock.WithWatchdogTimeout(d))
+		copts = append(copts, dlock.Config{WatchdogTimeout: d})
 		c, err := dlock.New(rdb, copts...)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "helper:", err)
@@ -173,7 +173,7 @@ func scriptCalls(t testing.TB, rdb *redis.Client) int64 {
 }
 
 // newClients returns n dlock Clients, each on its own go-redis client of addr.
-func newClients(t testing.TB, addr string, n int, opts ...dlock.ClientOption) []*dlock.Client {
+func newClients(t testing.TB, addr string, n int, opts ...dlock.Config) []*dlock.Client {
 	t.Helper()
 	cs := make([]*dlock.Client, n)
 	for i := range cs {

@@ -3,6 +3,8 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"github.com/dlockgo/dlock/observe"
+	"github.com/dlockgo/dlock/seam"
 	"slices"
 	"strings"
 	"sync"
@@ -24,7 +26,7 @@ func TestFamilyBadInput(t *testing.T) {
 	}
 	_ = closed.Close()
 	ctx := context.Background()
-	long := strings.Repeat("x", dlock.MaxNameLen+1)
+	long := strings.Repeat("x", seam.MaxNameLen+1)
 	cases := []struct {
 		name string
 		lk   dlock.Locker
@@ -114,7 +116,7 @@ func TestFamilyWrongType(t *testing.T) {
 func TestFamilyLostSignal(t *testing.T) {
 	const timeout = 600 * time.Millisecond
 	rdb := server(t)
-	c := newClient(t, rdb, dlock.WithWatchdogTimeout(timeout))
+	c := newClient(t, rdb, dlock.Config{WatchdogTimeout: timeout})
 	ctx := context.Background()
 	for _, tc := range []struct {
 		shape string
@@ -190,28 +192,28 @@ type recorder struct {
 	released []string
 }
 
-func (r *recorder) ObserveAcquire(e dlock.AcquireEvent) {
+func (r *recorder) ObserveAcquire(e observe.AcquireEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e.Result == dlock.Acquired {
+	if e.Result == observe.Acquired {
 		r.acquired = append(r.acquired, e.Shape)
 	}
 }
 
-func (r *recorder) ObserveRelease(e dlock.ReleaseEvent) {
+func (r *recorder) ObserveRelease(e observe.ReleaseEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.released = append(r.released, e.Shape)
 }
-func (r *recorder) ObserveLost(dlock.LostEvent)       {}
-func (r *recorder) ObserveRenewal(dlock.RenewalEvent) {}
+func (r *recorder) ObserveLost(observe.LostEvent)       {}
+func (r *recorder) ObserveRenewal(observe.RenewalEvent) {}
 
 // Events carry the family's shape names.
 func TestFamilyObserverShapes(t *testing.T) {
 	rdb := server(t)
 	rec := &recorder{}
-	c := newClient(t, rdb, dlock.WithObserver(rec))
-	c2, c3 := newClient(t, rdb, dlock.WithPrefix("n2:")), newClient(t, rdb, dlock.WithPrefix("n3:"))
+	c := newClient(t, rdb, dlock.Config{Observer: rec})
+	c2, c3 := newClient(t, rdb, dlock.Config{Prefix: "n2:"}), newClient(t, rdb, dlock.Config{Prefix: "n3:"})
 	ctx := context.Background()
 	for _, lk := range []dlock.Locker{
 		c.FairLock("o"), c.RWLock("o").ReadLock(), c.RWLock("o2").WriteLock(),

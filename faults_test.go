@@ -93,7 +93,7 @@ func evalshaCalls(t *testing.T, rdb *redis.Client) int {
 // SCRIPT FLUSH mid-run: acquire, renewal and release still work.
 func TestScriptFlush(t *testing.T) {
 	rdb := server(t)
-	c := newClient(t, rdb, dlock.WithWatchdogTimeout(300*time.Millisecond))
+	c := newClient(t, rdb, dlock.Config{WatchdogTimeout: 300 * time.Millisecond})
 	ctx := context.Background()
 	l, err := c.Lock("flush").Acquire(ctx)
 	if err != nil {

@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
+	"github.com/dlockgo/dlock/seam"
 	"slices"
 
 	"github.com/redis/go-redis/v9"
@@ -14,7 +15,7 @@ var forceUnlockScript = plain("force_unlock.lua")
 type Removal struct {
 	// Info is the lock as Inspect read it just before the removal (Shape
 	// "" and no Holders when its key was not of a shape Inspect knows).
-	Info Info
+	seam.Info
 	// Keys are the keys deleted, sorted; empty when nothing was held.
 	// The fence counter is never among them.
 	Keys []string
@@ -35,24 +36,24 @@ type Removal struct {
 // returns ErrInvalidName and changes nothing; a Redis error is returned as
 // is (some keys may then have been deleted already).
 func (c *Client) ForceUnlock(ctx context.Context, name string) (Removal, error) {
-	if err := validName(name); err != nil {
-		return Removal{}, wrap("force unlock", name, err)
+	if err := seam.CheckName(name); err != nil {
+		return Removal{}, wrap("force unlock", "", name, err)
 	}
 	info, err := c.Inspect(ctx, name)
 	if err != nil && !errors.Is(err, ErrWrongType) {
 		return Removal{}, err
 	}
 	if err != nil {
-		info = Info{Name: name, Held: true, TTL: info.TTL, LastFence: info.LastFence}
+		info = seam.Info{Name: name, Held: true, TTL: info.TTL, LastFence: info.LastFence}
 	}
 	k := c.keys(name)
 	keys, err := c.lockKeysOf(ctx, k)
 	if err != nil {
-		return Removal{Info: info}, redisErr(ctx, "force unlock", name, err)
+		return Removal{Info: info}, redisErr(ctx, "force unlock", "", name, err)
 	}
 	deleted, err := forceUnlockScript.call(keys, k.wake).run(ctx, c.rdb).Int64Slice()
 	if err != nil {
-		return Removal{Info: info}, redisErr(ctx, "force unlock", name, err)
+		return Removal{Info: info}, redisErr(ctx, "force unlock", "", name, err)
 	}
 	r := Removal{Info: info, Keys: []string{}}
 	for i, d := range deleted {

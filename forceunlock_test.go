@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"github.com/dlockgo/dlock/seam"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +19,7 @@ import (
 // the old holder finds the loss.
 func TestForceUnlock(t *testing.T) {
 	rdb := server(t)
-	holder := newClient(t, rdb, dlock.WithLabel("stuck-worker"))
+	holder := newClient(t, rdb, dlock.Config{Label: "stuck-worker"})
 	waiter := newClient(t, rdb)
 	ops := newClient(t, rdb)
 	ctx := context.Background()
@@ -139,7 +140,7 @@ func TestForceUnlockEdges(t *testing.T) {
 		t.Fatalf("ForceUnlock(odd) = %+v, %v", r, err)
 	}
 
-	for _, name := range []string{"", strings.Repeat("x", dlock.MaxNameLen+1)} {
+	for _, name := range []string{"", strings.Repeat("x", seam.MaxNameLen+1)} {
 		if _, err := c.ForceUnlock(ctx, name); !errors.Is(err, dlock.ErrInvalidName) {
 			t.Fatalf("ForceUnlock(%d bytes) = %v, want ErrInvalidName", len(name), err)
 		}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"github.com/dlockgo/dlock/seam"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,7 +114,7 @@ func FuzzHolderMeta(f *testing.F) {
 func fuzzServer(f *testing.F) (*redis.Client, *Client) {
 	srv := redistest.Start(f)
 	rdb := redistest.Client(f, srv)
-	c, err := New(rdb, WithWatchdogTimeout(time.Second))
+	c, err := New(rdb, Config{WatchdogTimeout: time.Second})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func FuzzAcquireInput(f *testing.F) {
 	f.Add("x", int64(0), int64(time.Microsecond), int64(0), 1)
 	f.Add("x", int64(0), int64(time.Hour), int64(time.Millisecond), 0)
 	f.Add("\x00\xff*?[", int64(time.Millisecond), int64(2*time.Second), int64(time.Minute), -3)
-	f.Add(strings.Repeat("n", MaxNameLen+1), int64(0), int64(0), int64(0), 1)
+	f.Add(strings.Repeat("n", seam.MaxNameLen+1), int64(0), int64(0), int64(0), 1)
 	f.Add("m1,m2,m1", int64(0), int64(0), int64(0), 1)
 	f.Fuzz(func(t *testing.T, name string, wait, lease, queue int64, permits int) {
 		if lease > int64(24*time.Hour) || queue > int64(24*time.Hour) {
@@ -156,7 +157,7 @@ func FuzzAcquireInput(f *testing.F) {
 		if lease != 0 {
 			opts = append(opts, LeaseTime(time.Duration(lease)))
 		}
-		badName := name == "" || len(name) > MaxNameLen
+		badName := name == "" || len(name) > seam.MaxNameLen
 		badDur := wait < 0 || (lease != 0 && lease < int64(time.Millisecond)) || (queue != 0 && queue < int64(30*time.Millisecond))
 		names := strings.Split(name, ",")
 		lockers := map[string]Locker{
@@ -173,7 +174,7 @@ func FuzzAcquireInput(f *testing.F) {
 				bad = false
 				seen := map[string]bool{}
 				for _, n := range names {
-					bad = bad || n == "" || len(n) > MaxNameLen || seen[n]
+					bad = bad || n == "" || len(n) > seam.MaxNameLen || seen[n]
 					seen[n] = true
 				}
 			}

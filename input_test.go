@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"github.com/dlockgo/dlock/seam"
 	"strings"
 	"testing"
 	"time"
@@ -24,10 +25,25 @@ func TestBadInput(t *testing.T) {
 	if _, err := dlock.New(nil); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Fatalf("New(nil): %v", err)
 	}
-	if _, err := dlock.New(rdb, dlock.WithWatchdogTimeout(0)); !errors.Is(err, dlock.ErrInvalidDuration) {
-		t.Fatalf("zero watchdog: %v", err)
+	for _, d := range []time.Duration{-time.Second, time.Microsecond} {
+		if _, err := dlock.New(rdb, dlock.Config{WatchdogTimeout: d}); !errors.Is(err, dlock.ErrInvalidDuration) {
+			t.Fatalf("watchdog timeout %v: %v", d, err)
+		}
 	}
-	if _, err := dlock.New(rdb, dlock.WithPrefix("a{b")); !errors.Is(err, dlock.ErrInvalidArgument) {
+	for _, cfg := range []dlock.Config{{FenceTTL: -time.Second}, {FenceTTL: time.Millisecond}} {
+		if _, err := dlock.New(rdb, cfg); !errors.Is(err, dlock.ErrInvalidDuration) {
+			t.Fatalf("%+v: %v", cfg, err)
+		}
+	}
+	for _, cfg := range []dlock.Config{{RenewBatch: -1}, {Label: strings.Repeat("l", 257)}} {
+		if _, err := dlock.New(rdb, cfg); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Fatalf("%+v: %v", cfg, err)
+		}
+	}
+	if _, err := dlock.New(rdb, dlock.Config{}, dlock.Config{}); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Fatalf("two Configs: %v", err)
+	}
+	if _, err := dlock.New(rdb, dlock.Config{Prefix: "a{b"}); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Fatalf("brace prefix: %v", err)
 	}
 	cases := []struct {
@@ -37,7 +53,7 @@ func TestBadInput(t *testing.T) {
 		want error
 	}{
 		{"empty name", c.Lock(""), nil, dlock.ErrInvalidName},
-		{"long name", c.Mutex(strings.Repeat("x", dlock.MaxNameLen+1)), nil, dlock.ErrInvalidName},
+		{"long name", c.Mutex(strings.Repeat("x", seam.MaxNameLen+1)), nil, dlock.ErrInvalidName},
 		{"zero lease", c.Lock("x"), []dlock.Option{dlock.LeaseTime(0)}, dlock.ErrInvalidDuration},
 		{"negative lease", c.Mutex("x"), []dlock.Option{dlock.LeaseTime(-time.Second)}, dlock.ErrInvalidDuration},
 		{"negative wait", c.Mutex("x"), []dlock.Option{dlock.Wait(-1)}, dlock.ErrInvalidDuration},

@@ -4,68 +4,24 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/dlockgo/dlock/internal/ids"
+	"github.com/dlockgo/dlock/seam"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// Holder describes one holder of a lock, from the metadata stored with it.
-type Holder struct {
-	ID    string    // the first 8 hex characters of the holder's token or owner
-	Host  string    // host name of the holding process
-	PID   int       // its process id
-	Label string    // the Client's label (WithLabel)
-	Since time.Time // when it acquired (its own clock)
-	Count int       // hold count (reentrant acquisitions)
-	Fence int64     // the fencing token of this grant
-	// Mode is "read" or "write" for an RWLock, "" for the other shapes.
-	Mode string
-	// TTL is the remaining lease of this hold: RWLock readers and Semaphore
-	// permits have their own; other holders share the key's TTL.
-	TTL time.Duration
-}
-
-// Waiter describes one Acquire call waiting in Redis: a FairLock waiter, or
-// a writer waiting on an RWLock (which holds new readers back).
-type Waiter struct {
-	ID    string    // the first 8 hex characters of its owner
-	Host  string    // host name of the waiting process
-	PID   int       // its process id
-	Label string    // its Client's label (WithLabel)
-	Since time.Time // when its Acquire call started (its own clock)
-	Mode  string    // "write" for an RWLock writer, "" for a FairLock waiter
-	// Deadline is the time left before it loses its place unless it
-	// refreshes it (a live waiter does, every third of its QueueTimeout).
-	Deadline time.Duration
-}
-
-// Info is what Inspect reads about one lock name.
-type Info struct {
-	Name      string
-	Shape     string        // "mutex", "lock", ...; "" when free
-	Held      bool          // held right now
-	Holders   []Holder      // who holds it
-	TTL       time.Duration // remaining TTL of the lock key; < 0: none
-	LastFence int64         // the last fencing token granted for this name (0: none kept)
-	// Queue lists the waiters kept in Redis: a FairLock's in arrival order
-	// (the first is next), an RWLock's waiting writers by deadline.
-	Queue []Waiter
-	// Permits is a Semaphore's permit count (as given by its latest
-	// acquirer); Holders are the permits in use.
-	Permits int
-}
-
 // Inspect reads the state of the lock called name, whatever its shape,
 // without changing it. A key of an unknown shape returns ErrWrongType.
-func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
-	if err := validName(name); err != nil {
-		return Info{}, wrap("inspect", name, err)
+func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
+	if err := seam.CheckName(name); err != nil {
+		return seam.Info{}, wrap("inspect", "", name, err)
 	}
 	k := c.keys(name)
 	fk := c.queueKeys(name)
 	rk := (&RWLock{c: c, name: name}).keys()
 	sk := (&Semaphore{c: c, name: name}).keys()
-	info := Info{Name: name}
+	info := seam.Info{Name: name}
 	p := c.rdb.Pipeline()
 	now := serverTime.call([]string{k.lock}).queue(ctx, p, true)
 	typ := p.Type(ctx, k.lock)
@@ -82,11 +38,11 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	writers := p.ZRangeWithScores(ctx, rk.writers, 0, -1)
 	_, _ = p.Exec(ctx)
 	if err := typ.Err(); err != nil {
-		return info, redisErr(ctx, "inspect", name, err)
+		return info, redisErr(ctx, "inspect", "", name, err)
 	}
 	nowMs, err := now.Int64()
 	if err != nil {
-		return info, redisErr(ctx, "inspect", name, err)
+		return info, redisErr(ctx, "inspect", "", name, err)
 	}
 	left := func(score float64) time.Duration { return time.Duration(int64(score)-nowMs) * time.Millisecond }
 	info.TTL = ttl.Val()
@@ -98,26 +54,26 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	case "string":
 		token, f, meta, ok := splitMutexValue(str.Val())
 		if !ok {
-			return info, wrap("inspect", name, fmt.Errorf("%w: string", ErrWrongType))
+			return info, wrap("inspect", "", name, fmt.Errorf("%w: string", ErrWrongType))
 		}
 		h := parseMeta(meta)
-		h.ID, h.Count, h.Fence, h.TTL = short(token), 1, f, info.TTL
-		info.Shape, info.Held, info.Holders = "mutex", true, []Holder{h}
+		h.ID, h.Count, h.Fence, h.TTL = ids.Short(token), 1, f, info.TTL
+		info.Shape, info.Held, info.Holders = "mutex", true, []seam.Holder{h}
 	case "hash":
 		m := hash.Val()
 		o, ok := m["o"]
 		if !ok {
-			return info, wrap("inspect", name, fmt.Errorf("%w: hash", ErrWrongType))
+			return info, wrap("inspect", "", name, fmt.Errorf("%w: hash", ErrWrongType))
 		}
 		h := parseMeta(m["m"])
-		h.ID, h.TTL = short(o), info.TTL
+		h.ID, h.TTL = ids.Short(o), info.TTL
 		h.Count, _ = strconv.Atoi(m["n"])
 		h.Fence, _ = strconv.ParseInt(m["t"], 10, 64)
 		info.Shape = cmp.Or(m["s"], "lock")
 		if info.Shape == "rw" {
 			h.Mode = "write"
 		}
-		info.Held, info.Holders = true, []Holder{h}
+		info.Held, info.Holders = true, []seam.Holder{h}
 	case "zset":
 		data := permits.Val()
 		info.Shape = "semaphore"
@@ -129,13 +85,13 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 			}
 			f, meta, _ := strings.Cut(data[id], "|")
 			h := parseMeta(meta)
-			h.ID, h.Count, h.TTL = short(id), 1, left(z.Score)
+			h.ID, h.Count, h.TTL = ids.Short(id), 1, left(z.Score)
 			h.Fence, _ = strconv.ParseInt(f, 10, 64)
 			info.Holders = append(info.Holders, h)
 		}
 		info.Held = len(info.Holders) > 0
 	default:
-		return info, wrap("inspect", name, fmt.Errorf("%w: %s", ErrWrongType, typ.Val()))
+		return info, wrap("inspect", "", name, fmt.Errorf("%w: %s", ErrWrongType, typ.Val()))
 	}
 	// RWLock readers (each with its own lease) and waiting writers.
 	for _, z := range readers.Val() {
@@ -145,7 +101,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 			continue
 		}
 		h := parseMeta(parts[3])
-		h.ID, h.Mode, h.TTL = short(owner), "read", left(z.Score)
+		h.ID, h.Mode, h.TTL = ids.Short(owner), "read", left(z.Score)
 		h.Count, _ = strconv.Atoi(parts[0])
 		h.Fence, _ = strconv.ParseInt(parts[2], 10, 64)
 		info.Shape, info.Held = cmp.Or(info.Shape, "rw"), true
@@ -176,14 +132,14 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 // queueWaiter reads a queue member (op|owner|lease-ms|client|holder
 // metadata) that has left of its deadline; false if it is past its deadline
 // or malformed.
-func queueWaiter(member any, left time.Duration) (Waiter, bool) {
+func queueWaiter(member any, left time.Duration) (seam.Waiter, bool) {
 	m, _ := member.(string)
 	parts := strings.SplitN(m, "|", 5)
 	if left <= 0 || len(parts) < 5 {
-		return Waiter{}, false
+		return seam.Waiter{}, false
 	}
 	h := parseMeta(parts[4])
-	return Waiter{ID: short(parts[1]), Host: h.Host, PID: h.PID, Label: h.Label, Since: h.Since, Deadline: left}, true
+	return seam.Waiter{ID: ids.Short(parts[1]), Host: h.Host, PID: h.PID, Label: h.Label, Since: h.Since, Deadline: left}, true
 }
 
 // splitMutexValue splits token|fence|meta.
@@ -197,12 +153,12 @@ func splitMutexValue(v string) (token string, fence int64, meta string, ok bool)
 }
 
 // parseMeta reads host|pid|acquired-at-ms|label.
-func parseMeta(meta string) Holder {
+func parseMeta(meta string) seam.Holder {
 	parts := strings.SplitN(meta, "|", 4)
 	for len(parts) < 4 {
 		parts = append(parts, "")
 	}
-	var h Holder
+	var h seam.Holder
 	h.Host = parts[0]
 	h.PID, _ = strconv.Atoi(parts[1])
 	if ms, err := strconv.ParseInt(parts[2], 10, 64); err == nil {

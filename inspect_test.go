@@ -14,7 +14,7 @@ import (
 // holders' metadata, counts, fences and TTLs, without changing the lock.
 func TestInspectEveryShape(t *testing.T) {
 	rdb := server(t)
-	c := newClient(t, rdb, dlock.WithLabel("inspector"))
+	c := newClient(t, rdb, dlock.Config{Label: "inspector"})
 	ctx := context.Background()
 	for _, tc := range []struct {
 		shape   string
@@ -30,7 +30,7 @@ func TestInspectEveryShape(t *testing.T) {
 		{"fair", 1, "", func(n string) []*dlock.Lease { return []*dlock.Lease{mustAcquire(t, c.FairLock(n))} }},
 		{"rw", 1, "write", func(n string) []*dlock.Lease { return []*dlock.Lease{mustAcquire(t, c.RWLock(n).WriteLock())} }},
 		{"rw", 2, "read", func(n string) []*dlock.Lease {
-			other := newClient(t, rdb, dlock.WithLabel("inspector"))
+			other := newClient(t, rdb, dlock.Config{Label: "inspector"})
 			return []*dlock.Lease{mustAcquire(t, c.RWLock(n).ReadLock()), mustAcquire(t, other.RWLock(n).ReadLock())}
 		}},
 		{"semaphore", 2, "", func(n string) []*dlock.Lease {

@@ -3,6 +3,8 @@ package dlock
 import (
 	"context"
 	"errors"
+	"github.com/dlockgo/dlock/internal/ids"
+	"github.com/dlockgo/dlock/seam"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,7 +25,7 @@ type keyOps struct {
 func (o *keyOps) releaseCall() scriptCall {
 	args := []any{o.holder}
 	if o.releaseOp {
-		args = append(args, newOpID())
+		args = append(args, ids.Op())
 	}
 	return o.releaseScript.call([]string{o.keys.lock}, append(args, o.keys.wake)...)
 }
@@ -37,9 +39,9 @@ func (o *keyOps) renewCalls(ttl time.Duration) []scriptCall {
 	return []scriptCall{o.renewCall(ttl)}
 }
 
-func (o *keyOps) release(ctx context.Context) (Released, error) {
+func (o *keyOps) release(ctx context.Context) (seam.Released, error) {
 	n, err := o.releaseCall().runInt(ctx, o.c.rdb)
-	return Released(n), err
+	return seam.Released(n), err
 }
 
 func (o *keyOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {

@@ -42,7 +42,7 @@ func TestLostSignal(t *testing.T) {
 	for _, tc := range cases {
 		for _, shape := range []string{"mutex", "lock"} {
 			t.Run(tc.name+"/"+shape, func(t *testing.T) {
-				c := newClient(t, rdb, dlock.WithWatchdogTimeout(timeout))
+				c := newClient(t, rdb, dlock.Config{WatchdogTimeout: timeout})
 				l, err := lockers(c, "lost")[shape].Acquire(ctx)
 				if err != nil {
 					t.Fatal(err)
@@ -225,7 +225,7 @@ func TestLateGrantGivenBack(t *testing.T) {
 	slow.delay.Store(int64(400 * time.Millisecond))
 	rdb.AddHook(slow)
 	for _, lease := range []dlock.Option{{}, dlock.LeaseTime(300 * time.Millisecond)} {
-		c := newClient(t, rdb, dlock.WithWatchdogTimeout(300*time.Millisecond))
+		c := newClient(t, rdb, dlock.Config{WatchdogTimeout: 300 * time.Millisecond})
 		slow.on.Store(true)
 		_, err := c.Mutex("late").Acquire(context.Background(), dlock.Wait(time.Second), lease)
 		slow.on.Store(false)
@@ -254,7 +254,7 @@ func TestNoZombieHold(t *testing.T) {
 	rdb := server(t)
 	slow := &slowReplies{}
 	rdb.AddHook(slow)
-	c := newClient(t, rdb, dlock.WithWatchdogTimeout(60*time.Millisecond))
+	c := newClient(t, rdb, dlock.Config{WatchdogTimeout: 60 * time.Millisecond})
 	ctx := context.Background()
 	got := 0
 	for i := range 60 {
@@ -280,48 +280,3 @@ func TestNoZombieHold(t *testing.T) {
 		t.Fatalf("after %d rounds (%d granted): %+v — a zombie hold", 60, got, s)
 	}
 }
-
-// TestKeeperJoin: a backend's re-entry joins a live hold without the store;
-// with no live hold it makes nothing.
-func TestKeeperJoin(t *testing.T) {
-	k := dlock.NewKeeper(nil, nil)
-	defer k.Close()
-	ctx := context.Background()
-	if _, ok := k.Join(ctx, "k", "o", nil); ok {
-		t.Fatal("joined a hold that does not exist")
-	}
-	ops := &countOps{}
-	l, err := k.Lease(ctx, dlock.Grant{Shape: "lock", Name: "n", Key: "k", Owner: "o", Token: 7, Sent: time.Now(), TTL: time.Minute, Ops: ops})
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, ok := k.Join(l.Context(), "k", "o", nil)
-	if !ok || j.Token() != 7 {
-		t.Fatalf("join: %v %v", j, ok)
-	}
-	if h, _ := k.Count(); h != 1 {
-		t.Fatalf("%d holds after a join, want 1", h)
-	}
-	if err := j.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if h, _ := k.Count(); h != 0 {
-		t.Fatalf("%d holds after both unlocks", h)
-	}
-	if _, ok := k.Join(ctx, "k", "o", nil); ok {
-		t.Fatal("joined a released hold")
-	}
-}
-
-// countOps is a store that always says yes, counting releases.
-type countOps struct{ releases atomic.Int32 }
-
-func (o *countOps) Release(context.Context) (dlock.Released, error) {
-	o.releases.Add(1)
-	return dlock.ReleasedFree, nil
-}
-func (o *countOps) Extend(context.Context, time.Duration) (bool, error) { return true, nil }
-func (o *countOps) Verify(context.Context) (bool, error)                { return true, nil }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dlockgo/dlock/seam"
 	"slices"
 	"strings"
 	"sync"
@@ -30,24 +31,24 @@ const listWorkers = 16
 // by readers only has no main key). It reads each lock found as Inspect
 // does. Keys that are not locks of a known shape are left out, as are locks
 // freed while List runs; SCAN may miss a lock created while it runs. A pattern longer than
-// MaxNameLen returns ErrInvalidArgument. On a Redis error List returns it and
+// seam.MaxNameLen returns ErrInvalidArgument. On a Redis error List returns it and
 // no Info.
-func (c *Client) List(ctx context.Context, pattern string) ([]Info, error) {
+func (c *Client) List(ctx context.Context, pattern string) ([]seam.Info, error) {
 	if pattern == "" {
 		pattern = "*"
 	}
-	if len(pattern) > MaxNameLen {
-		return nil, fmt.Errorf("dlock: list: %w: pattern of %d bytes (want at most %d)", ErrInvalidArgument, len(pattern), MaxNameLen)
+	if len(pattern) > seam.MaxNameLen {
+		return nil, fmt.Errorf("dlock: list: %w: pattern of %d bytes (want at most %d)", ErrInvalidArgument, len(pattern), seam.MaxNameLen)
 	}
 	names, err := c.scanLockNames(ctx, escapeGlob(c.prefix)+"{"+pattern+"}*")
 	if err != nil {
-		return nil, wrap("list", pattern, err)
+		return nil, wrap("list", "", pattern, err)
 	}
 	infos, err := c.inspectAll(ctx, names)
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(infos, func(a, b Info) int {
+	slices.SortFunc(infos, func(a, b seam.Info) int {
 		sa, sb := oldestSince(a), oldestSince(b)
 		switch {
 		case sa.IsZero() != sb.IsZero():
@@ -64,7 +65,7 @@ func (c *Client) List(ctx context.Context, pattern string) ([]Info, error) {
 }
 
 // oldestSince returns the earliest known Since of info's holders.
-func oldestSince(info Info) time.Time {
+func oldestSince(info seam.Info) time.Time {
 	var t time.Time
 	for _, h := range info.Holders {
 		if !h.Since.IsZero() && (t.IsZero() || h.Since.Before(t)) {
@@ -135,14 +136,14 @@ func scanNode(ctx context.Context, rdb redis.Cmdable, match string, found func(s
 
 // inspectAll inspects names with up to listWorkers calls at once and returns
 // the held ones; locks of an unknown shape are left out.
-func (c *Client) inspectAll(parent context.Context, names []string) ([]Info, error) {
+func (c *Client) inspectAll(parent context.Context, names []string) ([]seam.Info, error) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	todo := make(chan string)
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
-		infos []Info
+		infos []seam.Info
 	)
 	for range min(listWorkers, len(names)) {
 		wg.Add(1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dlockgo/dlock/seam"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,7 +67,7 @@ func holdMany(t *testing.T, c *dlock.Client, names []string) {
 // by SCAN and never KEYS, oldest first.
 func TestListTenThousand(t *testing.T) {
 	rdb := server(t)
-	holder := newClient(t, rdb, dlock.WithLabel("holder"))
+	holder := newClient(t, rdb, dlock.Config{Label: "holder"})
 	ops := newClient(t, rdb)
 	ctx := context.Background()
 
@@ -118,7 +119,7 @@ func TestListTenThousand(t *testing.T) {
 	if len(infos) != 10000 {
 		t.Fatalf("List(stock:*) = %d locks, want 10000", len(infos))
 	}
-	if !slices.ContainsFunc(infos, func(i dlock.Info) bool { return i.Name == "stock:read" }) {
+	if !slices.ContainsFunc(infos, func(i seam.Info) bool { return i.Name == "stock:read" }) {
 		t.Fatalf("the read-held RWLock is not listed")
 	}
 	if infos[0].Name != "stock:old" || infos[0].Shape != "lock" || infos[0].Holders[0].Fence != old.Token() {
@@ -157,8 +158,8 @@ func TestListTenThousand(t *testing.T) {
 // are globs unless escaped.
 func TestListEscaping(t *testing.T) {
 	rdb := server(t)
-	c := newClient(t, rdb, dlock.WithPrefix("app[1]*:"))
-	other := newClient(t, rdb, dlock.WithPrefix("app1x:"))
+	c := newClient(t, rdb, dlock.Config{Prefix: "app[1]*:"})
+	other := newClient(t, rdb, dlock.Config{Prefix: "app1x:"})
 	ctx := context.Background()
 	holdMany(t, c, []string{"a*b", "axb"})
 	holdMany(t, other, []string{"a*b"})
@@ -208,7 +209,7 @@ func TestListCluster(t *testing.T) {
 
 func TestListBadInput(t *testing.T) {
 	c := newClient(t, server(t))
-	if _, err := c.List(context.Background(), strings.Repeat("*", dlock.MaxNameLen+1)); !errors.Is(err, dlock.ErrInvalidArgument) {
+	if _, err := c.List(context.Background(), strings.Repeat("*", seam.MaxNameLen+1)); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Fatalf("List(long pattern) = %v, want ErrInvalidArgument", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

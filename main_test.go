@@ -50,7 +50,7 @@ func server(t *testing.T, args ...string) *redis.Client {
 }
 
 // newClient returns a dlock Client on rdb, closed at cleanup.
-func newClient(t testing.TB, rdb redis.UniversalClient, opts ...dlock.ClientOption) *dlock.Client {
+func newClient(t testing.TB, rdb redis.UniversalClient, opts ...dlock.Config) *dlock.Client {
 	t.Helper()
 	c, err := dlock.New(rdb, opts...)
 	if err != nil {

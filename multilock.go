@@ -3,6 +3,8 @@ package dlock
 import (
 	"context"
 	"fmt"
+	"github.com/dlockgo/dlock/internal/ids"
+	"github.com/dlockgo/dlock/seam"
 	"slices"
 	"strconv"
 	"strings"
@@ -116,7 +118,7 @@ func (s multiShape) validate() error {
 		return fmt.Errorf("%w: a MultiLock needs at least one name", ErrInvalidArgument)
 	}
 	for i, n := range s.m.names {
-		if err := validName(n); err != nil {
+		if err := seam.CheckName(n); err != nil {
 			return err
 		}
 		if i > 0 && n == s.m.names[i-1] {
@@ -152,7 +154,7 @@ func (s multiShape) tryInOrder(ctx context.Context, a *attempt) (grant, error) {
 		defer cancel()
 		calls := make([]scriptCall, len(took))
 		for j, i := range took {
-			calls[j] = lockRelease.call([]string{ks[i].lock}, a.owner, newOpID(), ks[i].wake)
+			calls[j] = lockRelease.call([]string{ks[i].lock}, a.owner, ids.Op(), ks[i].wake)
 		}
 		_, _ = runCalls(rctx, c.rdb, calls)
 	}
@@ -162,7 +164,7 @@ func (s multiShape) tryInOrder(ctx context.Context, a *attempt) (grant, error) {
 		g, err := readGrant(call.run(ctx, c.rdb))
 		if err != nil {
 			rollback()
-			return grant{}, redisErr(ctx, "acquire", name, err)
+			return grant{}, redisErr(ctx, "acquire", "multi", name, err)
 		}
 		if !g.ok {
 			rollback()
@@ -223,15 +225,15 @@ func (o multiOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	return !slices.Contains(ns, 0), nil
 }
 
-func (o multiOps) release(ctx context.Context) (Released, error) {
-	op := newOpID()
+func (o multiOps) release(ctx context.Context) (seam.Released, error) {
+	op := ids.Op()
 	if o.oneSlot {
 		args := []any{o.owner, op}
 		for _, k := range o.ks {
 			args = append(args, k.wake)
 		}
 		n, err := multiRelease.call(o.locks(), args...).runInt(ctx, o.c.rdb)
-		return Released(n), err
+		return seam.Released(n), err
 	}
 	calls := make([]scriptCall, len(o.ks))
 	for i, k := range o.ks {

@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"github.com/dlockgo/dlock/seam"
 	"strings"
 	"time"
 )
@@ -79,10 +80,10 @@ func (o *mutexOps) extend(ctx context.Context, ttl time.Duration) (bool, error) 
 }
 
 // release needs no operation id: the token makes it idempotent.
-func (o *mutexOps) release(ctx context.Context) (Released, error) {
+func (o *mutexOps) release(ctx context.Context) (seam.Released, error) {
 	c := o.c
 	n, err := scriptCall{mutexRelease, append(o.k.begin(mutexRelease, 4), &o.token, &o.k.wake, c.argFenceTTL, c.argCheck)}.runInt(ctx, c.rdb)
-	return Released(n), err
+	return seam.Released(n), err
 }
 
 func (o *mutexOps) verify(ctx context.Context) (bool, error) {

@@ -1,8 +1,9 @@
 package dlock
 
 import (
-	"fmt"
 	"time"
+
+	"github.com/dlockgo/dlock/seam"
 )
 
 // Option configures one acquisition.
@@ -17,100 +18,22 @@ import (
 //	                  its place after d
 //
 // Wait and lease are different things: the wait bounds how long Acquire
-// blocks; the lease bounds how long the lock stays ours if we stop renewing it.
-//
-// An Option is a small value: building one allocates nothing, and an
+// blocks; the lease bounds how long the lock stays ours if we stop renewing
+// it. An Option is a small value: building one allocates nothing, and an
 // invalid one (a negative wait, say) is reported by the Acquire it is given
-// to. The zero Option changes nothing.
-type Option struct {
-	kind optionKind
-	d, d2 time.Duration
-	n    int
-	f    func(*Lease)
-}
-
-type optionKind uint8
-
-const (
-	optNone optionKind = iota
-	optWait
-	optLease
-	optReplicaAck
-	optReplicaAckConnected
-	optOnLost
-	optQueueTimeout
-)
-
-type acquireConfig struct {
-	wait     time.Duration // < 0: until ctx is done
-	lease    time.Duration // 0: watchdog
-	replicas int           // 0: no WAIT; replicasConnected: as many as are connected
-	replWait time.Duration
-	onLost   func(*Lease)
-	queue    time.Duration // 0: DefaultQueueTimeout (shapes that queue waiters)
-}
-
-const replicasConnected = -1
-
-func newAcquireConfig(opts []Option) (acquireConfig, error) {
-	cfg := acquireConfig{wait: -1}
-	for _, o := range opts {
-		if err := cfg.apply(o); err != nil {
-			return cfg, err
-		}
-	}
-	return cfg, nil
-}
-
-// apply reads one option into cfg, or returns why it is invalid.
-func (cfg *acquireConfig) apply(o Option) error {
-	switch o.kind {
-	case optWait:
-		if o.d < 0 {
-			return fmt.Errorf("%w: wait %v", ErrInvalidDuration, o.d)
-		}
-		cfg.wait = o.d
-	case optLease:
-		if o.d < time.Millisecond {
-			return fmt.Errorf("%w: lease %v (want >= 1ms)", ErrInvalidDuration, o.d)
-		}
-		cfg.lease = o.d
-	case optReplicaAck:
-		if o.n < 1 {
-			return fmt.Errorf("%w: replica count %d (want >= 1)", ErrInvalidArgument, o.n)
-		}
-		if o.d <= 0 {
-			return fmt.Errorf("%w: replica ack timeout %v", ErrInvalidDuration, o.d)
-		}
-		cfg.replicas, cfg.replWait = o.n, o.d
-	case optReplicaAckConnected:
-		if o.d <= 0 {
-			return fmt.Errorf("%w: replica ack timeout %v", ErrInvalidDuration, o.d)
-		}
-		cfg.replicas, cfg.replWait = replicasConnected, o.d
-	case optOnLost:
-		if o.f == nil {
-			return fmt.Errorf("%w: nil OnLost function", ErrInvalidArgument)
-		}
-		cfg.onLost = o.f
-	case optQueueTimeout:
-		if o.d < 30*time.Millisecond {
-			return fmt.Errorf("%w: queue timeout %v (want >= 30ms)", ErrInvalidDuration, o.d)
-		}
-		cfg.queue = o.d
-	}
-	return nil
-}
+// to. The zero Option changes nothing. Every backend takes the same
+// options (ReplicaAck is Redis's alone).
+type Option = seam.Option
 
 // Wait bounds how long Acquire tries: 0 tries once; d > 0 tries for up to d.
 // Without Wait, Acquire waits until ctx is done. A negative d is an error.
-func Wait(d time.Duration) Option { return Option{kind: optWait, d: d} }
+func Wait(d time.Duration) Option { return seam.Wait(d) }
 
 // LeaseTime gives the lock a fixed lease d (at least 1 ms): no watchdog renews it,
 // and when d runs out the lease is lost (Context cancelled, Done closed) unless
-// Extend was called in time. Without Lease, the Client's watchdog keeps the
+// Extend was called in time. Without LeaseTime, the Client's watchdog keeps the
 // lock for as long as it is held.
-func LeaseTime(d time.Duration) Option { return Option{kind: optLease, d: d} }
+func LeaseTime(d time.Duration) Option { return seam.LeaseTime(d) }
 
 // ReplicaAck makes an acquisition count only once n replicas have
 // acknowledged it within timeout (Redis WAIT on the same connection as the
@@ -128,20 +51,16 @@ func LeaseTime(d time.Duration) Option { return Option{kind: optLease, d: d} }
 // correctness under failover use fencing tokens checked by the storage.
 //
 // The WAIT runs in a pipeline, so keep timeout below the go-redis client's
-// ReadTimeout (3 s by default).
-func ReplicaAck(n int, timeout time.Duration) Option {
-	return Option{kind: optReplicaAck, n: n, d: timeout}
-}
+// ReadTimeout.
+func ReplicaAck(n int, timeout time.Duration) Option { return seam.ReplicaAck(n, timeout) }
 
 // ReplicaAckConnected is ReplicaAck with n = the number of replicas connected
 // to the master when the lock is granted (0 replicas: no wait at all).
-func ReplicaAckConnected(timeout time.Duration) Option {
-	return Option{kind: optReplicaAckConnected, d: timeout}
-}
+func ReplicaAckConnected(timeout time.Duration) Option { return seam.ReplicaAckConnected(timeout) }
 
 // OnLost registers f to run once, in its own goroutine, when the lease is
 // lost (not when it is released).
-func OnLost(f func(*Lease)) Option { return Option{kind: optOnLost, f: f} }
+func OnLost(f func(*Lease)) Option { return seam.OnLost(f) }
 
 // DefaultQueueTimeout is how long a queued waiter (of a Mutex, Lock,
 // FairLock, or an RWLock writer waiting for readers to leave) keeps its place
@@ -150,10 +69,9 @@ func OnLost(f func(*Lease)) Option { return Option{kind: optOnLost, f: f} }
 const DefaultQueueTimeout = 5 * time.Second
 
 // QueueTimeout sets how long a waiter of a Mutex, Lock or FairLock, or a
-// writer waiting on an RWLock, keeps its place in Redis without refreshing it
-// (at least 30 ms; default DefaultQueueTimeout). A waiting Acquire refreshes
+// writer waiting on an RWLock, keeps its place without refreshing it (at
+// least 30 ms; default DefaultQueueTimeout). A waiting Acquire refreshes
 // its place every d/3, so a live waiter never loses it; a waiter whose
 // process died blocks the queue for at most d (a lock handed to it is
-// granted for at most what was left of d). Shapes that keep no queue ignore
-// it.
-func QueueTimeout(d time.Duration) Option { return Option{kind: optQueueTimeout, d: d} }
+// granted for at most what was left of d).
+func QueueTimeout(d time.Duration) Option { return seam.QueueTimeout(d) }

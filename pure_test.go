@@ -3,8 +3,6 @@ package dlock
 // Unit tests of the pure parts: no Redis is needed (or started) for them.
 
 import (
-	"errors"
-	"strings"
 	"testing"
 	"time"
 )
@@ -86,38 +84,5 @@ func TestQueueWaiter(t *testing.T) {
 	}
 	if _, ok := queueWaiter(42, time.Second); ok {
 		t.Error("a non-string member is listed")
-	}
-}
-
-// TestErrorsWrapOnce: an error names its operation and lock once, keeps its
-// sentinel for errors.Is, and cuts an oversized name short.
-func TestErrorsWrapOnce(t *testing.T) {
-	err := wrap("acquire", "stock:1", ErrNotAcquired)
-	if got, want := err.Error(), `dlock: acquire "stock:1": not acquired`; got != want {
-		t.Fatalf("%q, want %q", got, want)
-	}
-	if !errors.Is(err, ErrNotAcquired) {
-		t.Fatal("errors.Is lost the sentinel")
-	}
-	if again := wrap("inspect", "stock:1", err); again != err {
-		t.Fatalf("wrapped twice: %q", again)
-	}
-	long := wrap("acquire", strings.Repeat("n", 5000), ErrInvalidName)
-	if n := len(long.Error()); n > 200 {
-		t.Fatalf("error text of %d bytes for an oversized name", n)
-	}
-	lost := wrap("mutex", "x", errors.Join(ErrLockLost))
-	if strings.Count(lost.Error(), "dlock:") != 1 {
-		t.Fatalf("prefix repeated: %q", lost.Error())
-	}
-}
-
-// TestDrift: the client gives a lease up before the store can expire it.
-func TestDrift(t *testing.T) {
-	for _, ttl := range []time.Duration{3 * time.Millisecond, time.Second, 30 * time.Second} {
-		d := Drift(ttl)
-		if d <= 0 || d >= ttl {
-			t.Errorf("Drift(%v) = %v", ttl, d)
-		}
 	}
 }

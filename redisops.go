@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"fmt"
+	"github.com/dlockgo/dlock/seam"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,17 +17,22 @@ type holdOps interface {
 	extend(ctx context.Context, ttl time.Duration) (bool, error)
 	// release gives up one hold (a shape whose release could be applied
 	// twice by a retry sends an operation id of its own with it).
-	release(ctx context.Context) (Released, error)
+	release(ctx context.Context) (seam.Released, error)
 	// verify reports whether the lock is still ours.
 	verify(ctx context.Context) (bool, error)
+	// renewCalls are the calls by which the watchdog renews the hold to
+	// ttl in its pipelines: the hold is renewed when every call returns 1,
+	// and lost when any returns 0. nil: the hold renews itself through
+	// extend (a RedLock's: a quorum of nodes).
+	renewCalls(ttl time.Duration) []scriptCall
 }
 
-// The Redis scripts' release replies are the seam's Released values: 0 not
+// The Redis scripts' release replies are the seam's seam.Released values: 0 not
 // ours, 1 free, 2 still held.
 const (
-	releaseNotOurs   = ReleasedNotOurs
-	releaseFree      = ReleasedFree
-	releaseStillHeld = ReleasedStillHeld
+	releaseNotOurs   = seam.ReleasedNotOurs
+	releaseFree      = seam.ReleasedFree
+	releaseStillHeld = seam.ReleasedStillHeld
 )
 
 // redisCause maps a Redis error reply to the sentinel it means (the reply's

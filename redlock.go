@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dlockgo/dlock/internal/ids"
+	"github.com/dlockgo/dlock/seam"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -76,7 +78,7 @@ func (r *RedLock) Name() string { return r.name }
 func (r *RedLock) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
 	sh := redShape{r: r, att: &redAttempt{}}
 	if len(r.clients) == 0 || r.clients[0] == nil {
-		return nil, wrap("acquire", r.name, sh.validate())
+		return nil, wrap("acquire", "redlock", r.name, sh.validate())
 	}
 	return r.clients[0].acquire(ctx, sh, opts)
 }
@@ -244,7 +246,7 @@ func (s redShape) spec() *shapeSpec {
 }
 
 func (s redShape) validate() error {
-	if err := validName(s.r.name); err != nil {
+	if err := seam.CheckName(s.r.name); err != nil {
 		return err
 	}
 	if len(s.r.clients) < 3 {
@@ -282,7 +284,7 @@ func (s redShape) try(ctx context.Context, a *attempt) (grant, error) {
 	n := len(s.r.clients)
 	q := n/2 + 1
 	start := time.Now()
-	validity := a.ttl - Drift(a.ttl)
+	validity := a.ttl - seam.Drift(a.ttl)
 	budget := min(validity, max(a.ttl/10, 100*time.Millisecond))
 	settled := make(chan struct{})
 	acquired := false
@@ -306,7 +308,7 @@ func (s redShape) try(ctx context.Context, a *attempt) (grant, error) {
 	}, late)
 	elapsed := time.Since(start)
 	yes, no, fence, nodeErr := tally(replies)
-	acquired = yes >= q && a.ttl-elapsed-Drift(a.ttl) > 0 && ctx.Err() == nil
+	acquired = yes >= q && a.ttl-elapsed-seam.Drift(a.ttl) > 0 && ctx.Err() == nil
 	close(settled)
 	if acquired {
 		s.att.mu.Lock()
@@ -332,7 +334,7 @@ func (s redShape) try(ctx context.Context, a *attempt) (grant, error) {
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return grant{}, wrap("acquire", name, err)
+		return grant{}, wrap("acquire", "redlock", name, err)
 	}
 	detail := fmt.Sprintf("granted by %d of %d nodes in %v (%d refused, %d failed, %d no answer); %d needed",
 		yes, n, elapsed.Round(time.Millisecond), no, len(replies)-yes-no, n-len(replies), q)
@@ -356,8 +358,8 @@ func (s redShape) holdID(a *attempt) string {
 
 func (s redShape) ops(a *attempt) holdOps { return redOps{r: s.r, owner: a.owner, att: s.att} }
 
-// redOps drives a held RedLock over its quorum. It is no renewer: the
-// watchdog renews it through extend.
+// redOps drives a held RedLock over its quorum. The watchdog renews it
+// through extend (renewCalls: none).
 type redOps struct {
 	r     *RedLock
 	owner string
@@ -371,7 +373,7 @@ func (o redOps) releaseNode(i int) {
 	defer cancel()
 	c := o.r.clients[i]
 	k := c.keys(o.r.name)
-	_ = lockRelease.call([]string{k.lock}, o.owner, newOpID(), "").run(ctx, c.rdb).Err() // wakes nobody
+	_ = lockRelease.call([]string{k.lock}, o.owner, ids.Op(), "").run(ctx, c.rdb).Err() // wakes nobody
 }
 
 // vote runs call on every node and reports true once a quorum said yes,
@@ -394,6 +396,8 @@ func (o redOps) vote(ctx context.Context, what string, stop func(n, q, yes, got 
 	return false, fmt.Errorf("%s: no quorum (%d yes, %d no of %d): %w", what, yes, no, n, err)
 }
 
+func (o redOps) renewCalls(time.Duration) []scriptCall { return nil }
+
 func (o redOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	return o.vote(ctx, "extend", untilDecided, func(ctx context.Context, i int) nodeReply {
 		c := o.r.clients[i]
@@ -402,8 +406,8 @@ func (o redOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	})
 }
 
-func (o redOps) release(ctx context.Context) (Released, error) {
-	op := newOpID()
+func (o redOps) release(ctx context.Context) (seam.Released, error) {
+	op := ids.Op()
 	if o.att != nil {
 		o.att.setReleased() // before any release is sent: see redAttempt
 		defer o.att.settle(ctx)

@@ -16,7 +16,7 @@ import (
 // redNodes starts n independent masters and returns them with one dlock
 // Client and one go-redis client each. Clients do not retry (a down node
 // fails at once) and time out reads after 2 s.
-func redNodes(t *testing.T, n int, opts ...dlock.ClientOption) ([]*redisproc.Server, []*dlock.Client, []*redis.Client) {
+func redNodes(t *testing.T, n int, opts ...dlock.Config) ([]*redisproc.Server, []*dlock.Client, []*redis.Client) {
 	t.Helper()
 	srvs := redistest.StartMasters(t, n)
 	cs := make([]*dlock.Client, n)
@@ -173,7 +173,7 @@ func TestRedLockSlowNode(t *testing.T) {
 // left, the watchdog keeps it.
 func TestRedLockLostBelowQuorum(t *testing.T) {
 	const timeout = 600 * time.Millisecond
-	_, cs, rdbs := redNodes(t, 5, dlock.WithWatchdogTimeout(timeout))
+	_, cs, rdbs := redNodes(t, 5, dlock.Config{WatchdogTimeout: timeout})
 	ctx := context.Background()
 	l, err := dlock.NewRedLock("q", cs...).Acquire(ctx)
 	if err != nil {
@@ -241,7 +241,7 @@ func ExampleNewRedLock() {
 	// In production: one Client per independent master (not replicas).
 	var clients []*dlock.Client
 	for range 3 {
-		c, err := dlock.New(exampleRedis(), dlock.WithPrefix(fmt.Sprintf("node%d:", len(clients))))
+		c, err := dlock.New(exampleRedis(), dlock.Config{Prefix: fmt.Sprintf("node%d:", len(clients))})
 		if err != nil {
 			panic(err)
 		}

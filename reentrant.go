@@ -2,6 +2,8 @@ package dlock
 
 import (
 	"context"
+	"github.com/dlockgo/dlock/internal/ids"
+	"github.com/dlockgo/dlock/seam"
 	"time"
 )
 
@@ -79,11 +81,11 @@ func (o *reentrantOps) extend(ctx context.Context, ttl time.Duration) (bool, err
 
 // release undoes one hold: the Unlock call's operation id makes a retry
 // that was already applied change nothing.
-func (o *reentrantOps) release(ctx context.Context) (Released, error) {
+func (o *reentrantOps) release(ctx context.Context) (seam.Released, error) {
 	c := o.c
-	args := append(o.k.begin(reentrantRelease, 5), &o.owner, newOpID(), &o.k.wake, c.argFenceTTL, c.argCheck)
+	args := append(o.k.begin(reentrantRelease, 5), &o.owner, ids.Op(), &o.k.wake, c.argFenceTTL, c.argCheck)
 	n, err := scriptCall{reentrantRelease, args}.runInt(ctx, c.rdb)
-	return Released(n), err
+	return seam.Released(n), err
 }
 
 func (o *reentrantOps) verify(ctx context.Context) (bool, error) {

@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"fmt"
+	"github.com/dlockgo/dlock/seam"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -10,33 +11,33 @@ import (
 
 // grantReplicated runs one acquire attempt followed by WAIT on the same
 // connection to the key's master (see ReplicaAck).
-func (c *Client) grantReplicated(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, cfg acquireConfig) (grant, error) {
+func (c *Client) grantReplicated(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, cfg seam.Options) (grant, error) {
 	name := spec.name
 	conn, err := c.masterFor(ctx, spec.keys.lock)
 	if err != nil {
-		return grant{}, redisErr(ctx, "acquire", name, err)
+		return grant{}, redisErr(ctx, "acquire", spec.kind, name, err)
 	}
 	info, err := conn.Info(ctx, "replication").Result()
 	if err != nil {
-		return grant{}, redisErr(ctx, "acquire", name, err)
+		return grant{}, redisErr(ctx, "acquire", spec.kind, name, err)
 	}
 	online := onlineReplicas(info)
-	n := cfg.replicas
-	if n == replicasConnected {
+	n := cfg.Replicas
+	if n < 0 {
 		n = online
 	} else if online < n {
-		return grant{}, wrap("acquire", name, fmt.Errorf("%w: %d of %d replicas connected", ErrNotReplicated, online, n))
+		return grant{}, wrap("acquire", spec.kind, name, fmt.Errorf("%w: %d of %d replicas connected", ErrNotReplicated, online, n))
 	}
 	var wait *redis.IntCmd
 	acq := pipelined(ctx, conn.Pipeline, []scriptCall{sh.acquireCall(a)}, func(p redis.Pipeliner) {
 		if n > 0 {
-			wait = redis.NewIntCmd(ctx, "wait", n, ms(cfg.replWait))
+			wait = redis.NewIntCmd(ctx, "wait", n, ms(cfg.ReplicaWait))
 			_ = p.Process(ctx, wait)
 		}
 	})[0]
 	g, err := readGrant(acq)
 	if err != nil {
-		return grant{}, redisErr(ctx, "acquire", name, err)
+		return grant{}, redisErr(ctx, "acquire", spec.kind, name, err)
 	}
 	if !g.ok || wait == nil {
 		return g, nil
@@ -48,9 +49,9 @@ func (c *Client) grantReplicated(ctx context.Context, sh redisShape, spec *shape
 	// Undo this acquisition (for a re-entry: this one hold only).
 	_, _ = sh.ops(a).release(context.WithoutCancel(ctx))
 	if err != nil {
-		return grant{}, wrap("acquire", name, fmt.Errorf("%w: %v", ErrNotReplicated, err))
+		return grant{}, wrap("acquire", spec.kind, name, fmt.Errorf("%w: %v", ErrNotReplicated, err))
 	}
-	return grant{}, wrap("acquire", name, fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrNotReplicated, acks, n, cfg.replWait))
+	return grant{}, wrap("acquire", spec.kind, name, fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrNotReplicated, acks, n, cfg.ReplicaWait))
 }
 
 // masterFor returns a client whose pipelines run on one connection to the

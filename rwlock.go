@@ -2,6 +2,8 @@ package dlock
 
 import (
 	"context"
+	"github.com/dlockgo/dlock/internal/ids"
+	"github.com/dlockgo/dlock/seam"
 	"sync"
 	"time"
 )
@@ -119,7 +121,9 @@ func (s readShape) acquireCall(a *attempt) scriptCall {
 
 func (s readShape) holdID(a *attempt) string { return s.rw.sides().k.readers + "|" + a.owner }
 
-func (s readShape) ops(a *attempt) holdOps { return readOps{c: s.rw.c, k: &s.rw.sides().k, owner: a.owner} }
+func (s readShape) ops(a *attempt) holdOps {
+	return readOps{c: s.rw.c, k: &s.rw.sides().k, owner: a.owner}
+}
 
 // readOps drives one owner's read hold.
 type readOps struct {
@@ -137,9 +141,9 @@ func (o readOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	return n == 1, err
 }
 
-func (o readOps) release(ctx context.Context) (Released, error) {
-	n, err := rwReadRelease.call([]string{o.k.readers, o.k.holds}, o.owner, newOpID(), o.k.wake).runInt(ctx, o.c.rdb)
-	return Released(n), err
+func (o readOps) release(ctx context.Context) (seam.Released, error) {
+	n, err := rwReadRelease.call([]string{o.k.readers, o.k.holds}, o.owner, ids.Op(), o.k.wake).runInt(ctx, o.c.rdb)
+	return seam.Released(n), err
 }
 
 func (o readOps) verify(ctx context.Context) (bool, error) {

@@ -12,7 +12,7 @@ import (
 // answers NOSCRIPT (a restarted server, SCRIPT FLUSH, a failover). Its
 // source and hash are boxed once, so a call boxes nothing of them.
 type luaScript struct {
-	src, hash     string
+	src, hash      string
 	srcArg, shaArg any
 }
 

@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"embed"
+	"github.com/dlockgo/dlock/seam"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -98,6 +99,6 @@ func isNoScript(err error) bool {
 // redisErr wraps an error from Redis for operation op on lock name: WRONGTYPE
 // becomes ErrWrongType, a script's UPGRADE reply ErrUpgrade, a cancelled or
 // expired ctx keeps its ctx.Err().
-func redisErr(ctx context.Context, op, name string, err error) error {
-	return storeErr(ctx, op, name, redisCause(err))
+func redisErr(ctx context.Context, op, shape, name string, err error) error {
+	return seam.StoreErr(ctx, op, shape, name, redisCause(err))
 }

@@ -3,6 +3,8 @@ package dlock
 import (
 	"context"
 	"fmt"
+	"github.com/dlockgo/dlock/internal/ids"
+	"github.com/dlockgo/dlock/seam"
 	"sync"
 	"time"
 )
@@ -64,18 +66,18 @@ func (s *Semaphore) AcquireN(ctx context.Context, k int, opts ...Option) ([]*Lea
 // lost at its next renewal or check. To give back your own permit, use
 // Lease.Unlock.
 func (s *Semaphore) Release(ctx context.Context, id string) error {
-	if err := validName(s.name); err != nil {
-		return wrap("release", s.name, err)
+	if err := seam.CheckName(s.name); err != nil {
+		return wrap("release", "semaphore", s.name, err)
 	}
 	if len(id) != 32 {
-		return wrap("release", s.name, fmt.Errorf("%w: permit id %q", ErrNotHeld, id))
+		return wrap("release", "semaphore", s.name, fmt.Errorf("%w: permit id %q", ErrNotHeld, id))
 	}
 	n, err := s.ops(id).releaseCall().runInt(ctx, s.c.rdb)
 	if err != nil {
-		return redisErr(ctx, "release", s.name, err)
+		return redisErr(ctx, "release", "semaphore", s.name, err)
 	}
 	if n != 1 {
-		return wrap("release", s.name, fmt.Errorf("%w: no live permit %s", ErrNotHeld, short(id)))
+		return wrap("release", "semaphore", s.name, fmt.Errorf("%w: no live permit %s", ErrNotHeld, ids.Short(id)))
 	}
 	return nil
 }
@@ -107,7 +109,7 @@ func (sh semShape) spec() *shapeSpec {
 }
 
 func (sh semShape) validate() error {
-	if err := validName(sh.s.name); err != nil {
+	if err := seam.CheckName(sh.s.name); err != nil {
 		return err
 	}
 	if sh.s.permits < 1 {
@@ -121,13 +123,13 @@ func (sh semShape) validate() error {
 
 func (sh semShape) attempt(owner string, ttl time.Duration, now time.Time) *attempt {
 	a := newAttempt(sh.s.c, owner, ttl, now)
-	a.op = newOpID() // the token is the permit's own: not an id of the call
+	a.op = ids.Op() // the token is the permit's own: not an id of the call
 	if sh.k == 1 {
 		return a
 	}
 	a.token = ""
 	for range sh.k {
-		a.tokens = append(a.tokens, newToken())
+		a.tokens = append(a.tokens, ids.Token())
 	}
 	return a
 }
@@ -178,9 +180,9 @@ func (o semOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	return n == 1, err
 }
 
-func (o semOps) release(ctx context.Context) (Released, error) {
+func (o semOps) release(ctx context.Context) (seam.Released, error) {
 	n, err := o.releaseCall().runInt(ctx, o.c.rdb)
-	return Released(n), err
+	return seam.Released(n), err
 }
 
 func (o semOps) verify(ctx context.Context) (bool, error) {
@@ -192,11 +194,13 @@ func (o semOps) verify(ctx context.Context) (bool, error) {
 // it is never a Lease's ops.
 type permitsOps []semOps
 
+func (p permitsOps) renewCalls(time.Duration) []scriptCall { return nil }
+
 func (p permitsOps) extend(context.Context, time.Duration) (bool, error) {
 	return false, fmt.Errorf("dlock: extend of a whole grant of permits")
 }
 
-func (p permitsOps) release(ctx context.Context) (Released, error) {
+func (p permitsOps) release(ctx context.Context) (seam.Released, error) {
 	res := releaseFree
 	for _, o := range p {
 		r, err := o.release(ctx)

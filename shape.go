@@ -2,6 +2,8 @@ package dlock
 
 import (
 	"context"
+	"github.com/dlockgo/dlock/internal/ids"
+	"github.com/dlockgo/dlock/seam"
 	"time"
 )
 
@@ -97,7 +99,7 @@ type attempt struct {
 func newAttempt(c *Client, owner string, ttl time.Duration, now time.Time) *attempt {
 	a := &attempt{c: c, owner: owner, ttl: ttl, leaseMs: ms(ttl)}
 	var buf [128]byte
-	b := appendToken(buf[:0])
+	b := ids.AppendToken(buf[:0])
 	b = c.appendMeta(b, now)
 	s := string(b)
 	a.token, a.op, a.meta = s[:32], s[:16], s[32:]
@@ -112,7 +114,7 @@ func ownedAttempt(c *Client, owner string, ttl time.Duration, now time.Time) *at
 		a.owner = a.token
 		return a
 	}
-	return &attempt{c: c, owner: owner, token: owner, op: newOpID(), meta: c.holderMeta(now), ttl: ttl, leaseMs: ms(ttl)}
+	return &attempt{c: c, owner: owner, token: owner, op: ids.Op(), meta: c.holderMeta(now), ttl: ttl, leaseMs: ms(ttl)}
 }
 
 // leaseArg is the attempt's lease in ms as a script argument.
@@ -161,7 +163,7 @@ func (a *attempt) each() []*attempt {
 // its shape's hold operations, with Redis error replies mapped to
 // sentinels.
 
-func (a *attempt) Release(ctx context.Context) (Released, error) {
+func (a *attempt) Release(ctx context.Context) (seam.Released, error) {
 	res, err := a.ops.release(ctx)
 	return res, redisCause(err)
 }

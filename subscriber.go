@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"github.com/dlockgo/dlock/internal/ids"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,7 +89,7 @@ type waiter struct {
 }
 
 func newSubscriber(c *Client) *subscriber {
-	return &subscriber{c: c, id: newOpID(), chans: make(map[string]*wakeChannel)}
+	return &subscriber{c: c, id: ids.Op(), chans: make(map[string]*wakeChannel)}
 }
 
 // join registers a waiter with id on channel, and subscribes the channel

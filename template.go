@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Do runs fn under locker: it acquires with opts, runs fn with the lease's
@@ -36,3 +37,7 @@ func Do(ctx context.Context, locker Locker, fn func(ctx context.Context, l *Leas
 	ran = true
 	return errors.Join(ferr, unlock())
 }
+
+// unlockTimeout bounds a release sent without a caller's deadline (Do's
+// release, leaving a queue).
+const unlockTimeout = 5 * time.Second

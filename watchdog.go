@@ -3,18 +3,14 @@ package dlock
 import (
 	"cmp"
 	"context"
+	"github.com/dlockgo/dlock/observe"
+	"github.com/dlockgo/dlock/seam"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
-
-// renewer is a hold's ops that the watchdog can renew in a pipeline: the hold
-// is renewed when every call returns 1, and lost when any returns 0.
-type renewer interface {
-	renewCalls(ttl time.Duration) []scriptCall
-}
 
 // watchdog is the Client's one renewal loop: every timeout/3 it renews all
 // watchdog-kept holds in pipelined batches, one round trip per batch (holds
@@ -24,7 +20,7 @@ type renewer interface {
 // deadline timer loses it if no renewal succeeds in time.
 type watchdog struct {
 	rdb      redis.UniversalClient
-	keeper   *Keeper
+	keeper   *seam.Keeper[*attempt]
 	timeout  time.Duration // the lease of the holds it renews
 	batch    int           // holds per pipeline
 	interval time.Duration
@@ -35,7 +31,7 @@ type watchdog struct {
 	roundTrips atomic.Int64
 }
 
-func newWatchdog(rdb redis.UniversalClient, k *Keeper, timeout time.Duration, batch int) *watchdog {
+func newWatchdog(rdb redis.UniversalClient, k *seam.Keeper[*attempt], timeout time.Duration, batch int) *watchdog {
 	w := &watchdog{
 		rdb: rdb, keeper: k, timeout: timeout, batch: batch, interval: timeout / 3,
 		stop: make(chan struct{}), done: make(chan struct{}),
@@ -64,10 +60,11 @@ func (w *watchdog) run() {
 }
 
 func (w *watchdog) renewAll() {
-	var hs, own []*Hold
+	var hs, own []*seam.Hold[*attempt]
+	var calls [][]scriptCall // hs[i]'s renewal calls
 	for _, h := range w.keeper.Renewing() {
-		if _, ok := renewerOf(h); ok {
-			hs = append(hs, h)
+		if c := h.Ops().ops.renewCalls(w.timeout); c != nil {
+			hs, calls = append(hs, h), append(calls, c)
 		} else {
 			own = append(own, h)
 		}
@@ -81,13 +78,14 @@ func (w *watchdog) renewAll() {
 		}()
 	}
 	for i := 0; i < len(hs); i += w.batch {
-		w.renewBatch(hs[i:min(i+w.batch, len(hs))])
+		j := min(i+w.batch, len(hs))
+		w.renewBatch(hs[i:j], calls[i:j])
 	}
 	wg.Wait()
 }
 
 // renewOwn renews a hold through its ops' extend.
-func (w *watchdog) renewOwn(h *Hold) {
+func (w *watchdog) renewOwn(h *seam.Hold[*attempt]) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.interval)
 	defer cancel()
 	sent := time.Now()
@@ -100,15 +98,14 @@ func (w *watchdog) renewOwn(h *Hold) {
 
 // renewBatch renews hs in one pipeline (a second one only for calls whose
 // script the server had lost).
-func (w *watchdog) renewBatch(hs []*Hold) {
+func (w *watchdog) renewBatch(hs []*seam.Hold[*attempt], each [][]scriptCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.interval)
 	defer cancel()
 	var calls []scriptCall
 	first := make([]int, len(hs)+1) // hs[i]'s calls are calls[first[i]:first[i+1]]
-	for i, h := range hs {
-		r, _ := renewerOf(h)
+	for i := range hs {
 		first[i] = len(calls)
-		calls = append(calls, r.renewCalls(w.timeout)...)
+		calls = append(calls, each[i]...)
 	}
 	first[len(hs)] = len(calls)
 	sent := time.Now()
@@ -135,23 +132,13 @@ func renewResult(cmds []*redis.Cmd) error {
 	return first
 }
 
-func (w *watchdog) settle(h *Hold, sent time.Time, err error) {
+func (w *watchdog) settle(h *seam.Hold[*attempt], sent time.Time, err error) {
 	switch {
 	case err == nil:
 		h.Renewed(sent, w.timeout)
 	case err == errNotOurs:
-		h.Lose(LostDeletedOrTaken)
+		h.Lose(observe.LostDeletedOrTaken)
 	default:
 		h.RenewFailed(err)
 	}
-}
-
-// renewerOf returns h's Redis ops as a renewer, if they are one.
-func renewerOf(h *Hold) (renewer, bool) {
-	a, ok := h.Ops().(*attempt)
-	if !ok {
-		return nil, false
-	}
-	r, ok := a.ops.(renewer)
-	return r, ok
 }

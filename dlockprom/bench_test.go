@@ -3,6 +3,7 @@ package dlockprom_test
 import (
 	"context"
 	"fmt"
+	"github.com/dlockgo/dlock/observe"
 	"testing"
 
 	"github.com/dlockgo/dlock"
@@ -18,16 +19,16 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	rdb := redistest.Client(b, redistest.Start(b))
 	for _, bc := range []struct {
 		name string
-		opts func() []dlock.ClientOption
+		opts func() []dlock.Config
 	}{
-		{"observer=none", func() []dlock.ClientOption { return nil }},
-		{"observer=prometheus", func() []dlock.ClientOption {
+		{"observer=none", func() []dlock.Config { return nil }},
+		{"observer=prometheus", func() []dlock.Config {
 			obs, err := dlockprom.New()
 			if err != nil {
 				b.Fatal(err)
 			}
 			prometheus.NewRegistry().MustRegister(obs)
-			return []dlock.ClientOption{dlock.WithObserver(obs)}
+			return []dlock.Config{{Observer: obs}}
 		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -70,8 +71,8 @@ func BenchmarkObserverEvents(b *testing.B) {
 		for pb.Next() {
 			name := names[i%len(names)]
 			i++
-			obs.ObserveAcquire(dlock.AcquireEvent{Shape: "mutex", Name: name, Result: dlock.Acquired, Wait: 300})
-			obs.ObserveRelease(dlock.ReleaseEvent{Shape: "mutex", Name: name, Token: int64(i), Held: 5000, Last: true})
+			obs.ObserveAcquire(observe.AcquireEvent{Shape: "mutex", Name: name, Result: observe.Acquired, Wait: 300})
+			obs.ObserveRelease(observe.ReleaseEvent{Shape: "mutex", Name: name, Token: int64(i), Held: 5000, Last: true})
 		}
 	})
 }

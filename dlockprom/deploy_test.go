@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dlockgo/dlock/observe"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/dlockprom"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -59,12 +59,12 @@ func exportedNames(t *testing.T) map[string]bool {
 	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(obs)
-	obs.ObserveAcquire(dlock.AcquireEvent{Shape: "mutex", Name: "a:1", Result: dlock.Acquired})
-	obs.ObserveRelease(dlock.ReleaseEvent{Shape: "mutex", Name: "a:1", Held: time.Second, Lease: 2 * time.Second, Last: true})
-	obs.ObserveRelease(dlock.ReleaseEvent{Shape: "mutex", Name: "a:1", Held: time.Second, Last: true})
-	obs.ObserveLost(dlock.LostEvent{Shape: "mutex", Name: "a:1", Reason: dlock.LostExpired, Leases: 1})
-	obs.ObserveRenewal(dlock.RenewalEvent{Shape: "mutex", Name: "a:1", OK: true})
-	obs.ObserveRenewal(dlock.RenewalEvent{Shape: "mutex", Name: "a:1", Err: errors.New("timeout")})
+	obs.ObserveAcquire(observe.AcquireEvent{Shape: "mutex", Name: "a:1", Result: observe.Acquired})
+	obs.ObserveRelease(observe.ReleaseEvent{Shape: "mutex", Name: "a:1", Held: time.Second, Lease: 2 * time.Second, Last: true})
+	obs.ObserveRelease(observe.ReleaseEvent{Shape: "mutex", Name: "a:1", Held: time.Second, Last: true})
+	obs.ObserveLost(observe.LostEvent{Shape: "mutex", Name: "a:1", Reason: observe.LostExpired, Leases: 1})
+	obs.ObserveRenewal(observe.RenewalEvent{Shape: "mutex", Name: "a:1", OK: true})
+	obs.ObserveRenewal(observe.RenewalEvent{Shape: "mutex", Name: "a:1", Err: errors.New("timeout")})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,9 @@
 // Package dlockprom exports the lock signals of package dlock as Prometheus
-// metrics: it implements dlock.Observer and prometheus.Collector.
+// metrics: it implements observe.Observer and prometheus.Collector.
 //
 //	obs, err := dlockprom.New(dlockprom.WithLogger(logger))
 //	prometheus.MustRegister(obs)
-//	client, err := dlock.New(rdb, dlock.WithObserver(obs))
+//	client, err := dlock.New(rdb, dlock.Config{Observer: obs})
 //
 // Every metric carries the labels shape (mutex, lock, fair, rw_read, ...)
 // and group (a bounded function of the lock name, see DefaultGroup); raw
@@ -25,6 +25,7 @@ package dlockprom
 
 import (
 	"fmt"
+	"github.com/dlockgo/dlock/observe"
 	"log/slog"
 	"os"
 	"regexp"
@@ -46,7 +47,7 @@ var (
 	renewalsBuckets = []float64{0, 1, 2, 3, 5, 10, 20, 50, 100, 300, 1000}
 )
 
-// Observer is a dlock.Observer that records lock events as Prometheus
+// Observer is a observe.Observer that records lock events as Prometheus
 // metrics and a prometheus.Collector that exports them. One Observer may
 // serve several Clients. It is safe for concurrent use.
 type Observer struct {
@@ -67,7 +68,7 @@ type Observer struct {
 	slowHolds       *prometheus.CounterVec
 }
 
-var _ dlock.Observer = (*Observer)(nil)
+var _ observe.Observer = (*Observer)(nil)
 var _ prometheus.Collector = (*Observer)(nil)
 
 // Option configures an Observer.
@@ -152,7 +153,7 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // New returns an Observer. Register it with a prometheus.Registerer and pass
-// it to dlock.WithObserver.
+// it to dlock.Config.Observer (or another backend's Config).
 func New(opts ...Option) (*Observer, error) {
 	cfg := config{namespace: "dlock", group: DefaultGroup, maxGroups: DefaultMaxGroups, slowAfter: DefaultSlowHold}
 	for _, o := range opts {
@@ -218,7 +219,7 @@ func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 type pair struct{ shape, group string }
 
 // lostReasons are the LostReasons whose counters exist from the start.
-var lostReasons = []dlock.LostReason{dlock.LostExpired, dlock.LostDeletedOrTaken, dlock.LostUnreachable, dlock.LostClosed}
+var lostReasons = []observe.LostReason{observe.LostExpired, observe.LostDeletedOrTaken, observe.LostUnreachable, observe.LostClosed}
 
 // group returns the group of name and, the first time a (shape, group) pair
 // is seen, creates its counters at 0: the alerts' increase() then sees the
@@ -230,7 +231,7 @@ func (o *Observer) group(shape, name string) string {
 		return g
 	}
 	if _, loaded := o.pairs.LoadOrStore(p, struct{}{}); !loaded {
-		for _, r := range []dlock.AcquireResult{dlock.Acquired, dlock.NotAcquired, dlock.AcquireErr} {
+		for _, r := range []observe.AcquireResult{observe.Acquired, observe.NotAcquired, observe.AcquireErr} {
 			o.acquire.WithLabelValues(shape, g, string(r))
 		}
 		for _, r := range lostReasons {
@@ -242,18 +243,18 @@ func (o *Observer) group(shape, name string) string {
 	return g
 }
 
-// ObserveAcquire implements dlock.Observer.
-func (o *Observer) ObserveAcquire(ev dlock.AcquireEvent) {
+// ObserveAcquire implements observe.Observer.
+func (o *Observer) ObserveAcquire(ev observe.AcquireEvent) {
 	g := o.group(ev.Shape, ev.Name)
 	o.acquire.WithLabelValues(ev.Shape, g, string(ev.Result)).Inc()
-	if ev.Result == dlock.Acquired {
+	if ev.Result == observe.Acquired {
 		o.wait.WithLabelValues(ev.Shape, g).Observe(ev.Wait.Seconds())
 		o.held.WithLabelValues(ev.Shape, g).Inc()
 	}
 }
 
-// ObserveRelease implements dlock.Observer.
-func (o *Observer) ObserveRelease(ev dlock.ReleaseEvent) {
+// ObserveRelease implements observe.Observer.
+func (o *Observer) ObserveRelease(ev observe.ReleaseEvent) {
 	g := o.group(ev.Shape, ev.Name)
 	o.hold.WithLabelValues(ev.Shape, g).Observe(ev.Held.Seconds())
 	if ev.Lease > 0 {
@@ -276,8 +277,8 @@ func (o *Observer) ObserveRelease(ev dlock.ReleaseEvent) {
 	}
 }
 
-// ObserveLost implements dlock.Observer.
-func (o *Observer) ObserveLost(ev dlock.LostEvent) {
+// ObserveLost implements observe.Observer.
+func (o *Observer) ObserveLost(ev observe.LostEvent) {
 	g := o.group(ev.Shape, ev.Name)
 	o.lost.WithLabelValues(ev.Shape, g, string(ev.Reason)).Inc()
 	if ev.Leases > 0 {
@@ -296,8 +297,8 @@ func (o *Observer) ObserveLost(ev dlock.LostEvent) {
 	}
 }
 
-// ObserveRenewal implements dlock.Observer.
-func (o *Observer) ObserveRenewal(ev dlock.RenewalEvent) {
+// ObserveRenewal implements observe.Observer.
+func (o *Observer) ObserveRenewal(ev observe.RenewalEvent) {
 	g := o.group(ev.Shape, ev.Name)
 	if !ev.OK {
 		o.renewalFailures.WithLabelValues(ev.Shape, g).Inc()

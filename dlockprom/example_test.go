@@ -29,7 +29,7 @@ func ExampleNew() {
 	http.Handle("/metrics", promhttp.Handler())
 
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	client, err := dlock.New(rdb, dlock.WithObserver(obs))
+	client, err := dlock.New(rdb, dlock.Config{Observer: obs})
 	if err != nil {
 		panic(err)
 	}

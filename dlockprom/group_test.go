@@ -3,6 +3,7 @@ package dlockprom_test
 import (
 	"errors"
 	"fmt"
+	"github.com/dlockgo/dlock/observe"
 	"strings"
 	"sync"
 	"testing"
@@ -117,9 +118,9 @@ func TestMaxGroups(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(obs)
 	for i := range 10000 {
-		obs.ObserveAcquire(dlock.AcquireEvent{Shape: "mutex", Name: fmt.Sprintf("word-%d", i), Result: dlock.NotAcquired})
+		obs.ObserveAcquire(observe.AcquireEvent{Shape: "mutex", Name: fmt.Sprintf("word-%d", i), Result: observe.NotAcquired})
 	}
-	obs.ObserveAcquire(dlock.AcquireEvent{Shape: "mutex", Name: "bad\xff\xfe", Result: dlock.NotAcquired}) // invalid UTF-8
+	obs.ObserveAcquire(observe.AcquireEvent{Shape: "mutex", Name: "bad\xff\xfe", Result: observe.NotAcquired}) // invalid UTF-8
 	if groups := distinct(labelValues(gather(t, reg, "dlock_acquire_total"), "group")); len(groups) != 51 {
 		t.Fatalf("%d groups, want 51 (50 + %s)", len(groups), dlockprom.OtherGroup)
 	}
@@ -149,7 +150,7 @@ func TestOptionErrors(t *testing.T) {
 	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(obs)
-	obs.ObserveAcquire(dlock.AcquireEvent{Shape: "mutex", Name: "a:1", Result: dlock.Acquired})
+	obs.ObserveAcquire(observe.AcquireEvent{Shape: "mutex", Name: "a:1", Result: observe.Acquired})
 	if s := get(t, reg, "shop_locks_acquire_total", "group", "a", "result", "acquired"); s.value != 1 {
 		t.Fatalf("namespaced counter = %v, want 1", s.value)
 	}

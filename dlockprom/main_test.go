@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/dlockgo/dlock/observe"
 	"log/slog"
 	"sort"
 	"strings"
@@ -33,12 +34,12 @@ type rig struct {
 	ev  *observed
 }
 
-func newRig(t *testing.T, copts []dlock.ClientOption, oopts ...dlockprom.Option) *rig {
+func newRig(t *testing.T, copts []dlock.Config, oopts ...dlockprom.Option) *rig {
 	t.Helper()
 	return newRigOn(t, redistest.Client(t, redistest.Start(t)), copts, oopts...)
 }
 
-func newRigOn(t *testing.T, rdb *redis.Client, copts []dlock.ClientOption, oopts ...dlockprom.Option) *rig {
+func newRigOn(t *testing.T, rdb *redis.Client, copts []dlock.Config, oopts ...dlockprom.Option) *rig {
 	t.Helper()
 	r := &rig{log: &logBuffer{}, rdb: rdb}
 	logger := slog.New(slog.NewJSONHandler(r.log, nil))
@@ -52,7 +53,12 @@ func newRigOn(t *testing.T, rdb *redis.Client, copts []dlock.ClientOption, oopts
 	if err := r.reg.Register(obs); err != nil {
 		t.Fatalf("register: %v", err)
 	}
-	c, err := dlock.New(r.rdb, append([]dlock.ClientOption{dlock.WithObserver(r.ev)}, copts...)...)
+	cfg := dlock.Config{}
+	if len(copts) > 0 {
+		cfg = copts[0]
+	}
+	cfg.Observer = r.ev
+	c, err := dlock.New(r.rdb, cfg)
 	if err != nil {
 		t.Fatalf("dlock.New: %v", err)
 	}
@@ -72,7 +78,7 @@ type observed struct {
 	changed chan struct{} // closed and replaced after each handled LostEvent
 }
 
-func (o *observed) ObserveLost(ev dlock.LostEvent) {
+func (o *observed) ObserveLost(ev observe.LostEvent) {
 	o.Observer.ObserveLost(ev)
 	o.mu.Lock()
 	o.lost++

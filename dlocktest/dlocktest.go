@@ -17,6 +17,7 @@ package dlocktest
 import (
 	"context"
 	"errors"
+	"github.com/dlockgo/dlock/seam"
 	"strings"
 	"sync"
 	"testing"
@@ -165,7 +166,7 @@ func unlock(t *testing.T, l *dlock.Lease) {
 func (s *suite) badInput(t *testing.T) {
 	c := s.b.NewClient(t)
 	ctx := testCtx(t, 10*time.Second)
-	for _, n := range []string{"", strings.Repeat("x", dlock.MaxNameLen+1)} {
+	for _, n := range []string{"", strings.Repeat("x", seam.MaxNameLen+1)} {
 		if _, err := c.Mutex(n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrInvalidName) {
 			t.Errorf("name of %d bytes: %v, want ErrInvalidName", len(n), err)
 		}

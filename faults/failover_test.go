@@ -76,7 +76,7 @@ func TestRedLockMinorityFaults(t *testing.T) {
 		var cs []*dlock.Client
 		for i, n := range nodes {
 			l := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", i)
-			cs = append(cs, newClient(t, newRDB(t, n.Addr()), dlock.WithWatchdogTimeout(wd), dlock.WithLogger(l)))
+			cs = append(cs, newClient(t, newRDB(t, n.Addr()), dlock.Config{WatchdogTimeout: wd, Logger: l}))
 		}
 		return cs
 	}

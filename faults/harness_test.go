@@ -54,7 +54,7 @@ func newRDB(t *testing.T, addr string, tweak ...func(*redis.Options)) *redis.Cli
 
 // newClient returns a dlock Client on rdb. At cleanup it checks that the
 // Client keeps no hold (no zombie) and closes it.
-func newClient(t *testing.T, rdb redis.UniversalClient, opts ...dlock.ClientOption) *dlock.Client {
+func newClient(t *testing.T, rdb redis.UniversalClient, opts ...dlock.Config) *dlock.Client {
 	t.Helper()
 	c, err := dlock.New(rdb, opts...)
 	if err != nil {

@@ -1,12 +1,17 @@
-package dlock
+// Package observe is the observer's page: the events every dlock backend
+// (Redis, etcdlock, zklock) reports about its locks, and the interface that
+// receives them. Give an Observer to a backend's Config; dlockprom turns the
+// events into Prometheus metrics, dlockotel into OpenTelemetry spans and
+// metrics.
+package observe
 
 import "time"
 
 // Observer receives lock events, synchronously, from the goroutine that
 // caused them: implementations must be fast, safe for concurrent use, and
-// must not call back into the Client (a renewal is reported while the hold
-// is locked, so that no renewal is ever reported after its hold ended).
-// The Prometheus adapter lives in package dlockprom.
+// must not call back into the lock client (a renewal is reported while the
+// hold is locked, so that no renewal is ever reported after its hold
+// ended).
 //
 // Every Lease ends exactly once: by an Unlock that finds it not lost
 // (ReleaseEvent with LostBefore false) or by a loss (counted in
@@ -36,13 +41,13 @@ type LostReason string
 const (
 	// LostExpired: a fixed lease ran out on the client's clock.
 	LostExpired LostReason = "expired"
-	// LostDeletedOrTaken: Redis no longer holds the lock for us (deleted,
-	// flushed, expired server-side, or taken by another owner).
+	// LostDeletedOrTaken: the store no longer holds the lock for us
+	// (deleted, flushed, expired server-side, or taken by another owner).
 	LostDeletedOrTaken LostReason = "deleted_or_taken"
-	// LostUnreachable: the watchdog could not renew the lease before it ran
-	// out on the client's clock (Redis unreachable or paused).
+	// LostUnreachable: the lease could not be renewed before it ran out on
+	// the client's clock (the store unreachable or paused).
 	LostUnreachable LostReason = "unreachable"
-	// LostClosed: the Client was closed while the lease was held.
+	// LostClosed: the lock client was closed while the lease was held.
 	LostClosed LostReason = "closed"
 )
 
@@ -88,9 +93,11 @@ type RenewalEvent struct {
 	Err         error         // a transient error (OK false, the lease not lost yet)
 }
 
-type nopObserver struct{}
+// Nop is an Observer that does nothing: embed it to observe only some
+// events.
+type Nop struct{}
 
-func (nopObserver) ObserveAcquire(AcquireEvent) {}
-func (nopObserver) ObserveRelease(ReleaseEvent) {}
-func (nopObserver) ObserveLost(LostEvent)       {}
-func (nopObserver) ObserveRenewal(RenewalEvent) {}
+func (Nop) ObserveAcquire(AcquireEvent) {}
+func (Nop) ObserveRelease(ReleaseEvent) {}
+func (Nop) ObserveLost(LostEvent)       {}
+func (Nop) ObserveRenewal(RenewalEvent) {}

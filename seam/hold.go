@@ -1,9 +1,11 @@
-package dlock
+package seam
 
 import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/dlockgo/dlock/observe"
 )
 
 // Drift is the safety margin taken off every lease on the client's clock, so
@@ -15,13 +17,15 @@ func Drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecon
 
 // Hold is one grant kept by a Keeper: one lock held by one owner through one
 // backend client, shared by every Lease of that owner on that lock
-// (reentrant acquisitions). It keeps the local deadline on the monotonic
-// clock and the loss. A backend calls Renewed after each successful renewal
-// and Lose when it learns the grant is gone; everything else is the
-// Keeper's.
-type Hold struct {
-	k     *Keeper
-	g     Grant // as granted; g.TTL is the lease (or watchdog timeout) asked for
+// (reentrant acquisitions). The Keeper keeps its local deadline on the
+// monotonic clock and its loss; a backend calls Renewed after each
+// successful renewal and Lose when it learns the grant is gone.
+type Hold[O GrantOps] hold
+
+// hold is a Hold as the Keeper keeps it, whatever the backend's GrantOps.
+type hold struct {
+	k     *keeper
+	g     grant // as granted; g.ttl is the lease (or watchdog timeout) asked for
 	since time.Time
 
 	// Under k.mu:
@@ -38,24 +42,33 @@ type Hold struct {
 }
 
 // Name returns the lock's name.
-func (h *Hold) Name() string { return h.g.Name }
+func (h *Hold[O]) Name() string { return h.g.name }
 
 // Token returns the grant's fencing token.
-func (h *Hold) Token() int64 { return h.g.Token }
+func (h *Hold[O]) Token() int64 { return h.g.token }
 
-// Ops returns the grant's operations.
-func (h *Hold) Ops() GrantOps { return h.g.Ops }
+// Ops returns the grant's operations, as the backend gave them.
+func (h *Hold[O]) Ops() O { return h.g.ops.(O) }
 
 // Renewed records a renewal sent at sent that made the store keep the grant
-// for ttl: the local deadline moves to sent + ttl - drift. It does nothing
-// once the hold has ended (a renewal never revives a lost or released hold).
-func (h *Hold) Renewed(sent time.Time, ttl time.Duration) { h.extended(sent, ttl, true) }
+// for ttl: the local deadline moves to sent + ttl - Drift(ttl). It does
+// nothing once the hold has ended (a renewal never revives a lost or
+// released hold).
+func (h *Hold[O]) Renewed(sent time.Time, ttl time.Duration) { (*hold)(h).extended(sent, ttl, true) }
+
+// RenewFailed reports a renewal that failed with err without telling
+// whether the grant is still ours (the store could not be reached): the
+// hold stays until its deadline, and is lost then unless a renewal
+// succeeds first.
+func (h *Hold[O]) RenewFailed(err error) { (*hold)(h).renewFailed(err) }
 
 // Lose marks the hold lost, with reason, and every Lease still holding it:
 // each Lease's Context is cancelled with a cause wrapping ErrLockLost, Done
 // closes, OnLost runs, the Observer and the logger are told. It returns
 // false if the hold had already ended (lost or released).
-func (h *Hold) Lose(reason LostReason) bool { return h.k.lose(h, reason) }
+func (h *Hold[O]) Lose(reason observe.LostReason) bool { return (*hold)(h).lose(reason) }
+
+func (h *hold) lose(reason observe.LostReason) bool { return h.k.lose(h, reason) }
 
 // topUpAt arranges for a hold granted for less than the lease it asked for
 // (a hand-off grants at most what was left of the waiter's queue deadline)
@@ -65,7 +78,7 @@ func (h *Hold) Lose(reason LostReason) bool { return h.k.lose(h, reason) }
 // hold is lost; if it fails, it is tried again at two thirds of what is
 // left, and the deadline loses the hold unless an extension succeeds in
 // time. k.mu is held.
-func (h *Hold) topUpAt(end time.Time) {
+func (h *hold) topUpAt(end time.Time) {
 	if h.ended {
 		return
 	}
@@ -74,13 +87,13 @@ func (h *Hold) topUpAt(end time.Time) {
 
 // armTopUp starts the top-up timer at two thirds of what is left of the
 // hold's deadline; k.mu is held.
-func (h *Hold) armTopUp(short, end time.Time) {
+func (h *hold) armTopUp(short, end time.Time) {
 	h.topUp = time.AfterFunc(time.Until(h.deadline)*2/3, func() { h.topUpTo(short, end) })
 }
 
 // topUpTo extends the hold to end unless an Extend or a renewal already
 // moved its deadline past short, the short grant's.
-func (h *Hold) topUpTo(short, end time.Time) {
+func (h *hold) topUpTo(short, end time.Time) {
 	k := h.k
 	k.mu.Lock()
 	done := h.ended || h.deadline.After(short)
@@ -89,8 +102,8 @@ func (h *Hold) topUpTo(short, end time.Time) {
 		return
 	}
 	d := time.Until(end)
-	if h.g.Renewed {
-		d = h.g.TTL
+	if h.g.renewed {
+		d = h.g.ttl
 	}
 	if d < time.Millisecond {
 		return // the lease ends on its own
@@ -98,7 +111,7 @@ func (h *Hold) topUpTo(short, end time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), unlockTimeout)
 	defer cancel()
 	sent := time.Now()
-	ok, err := h.g.Ops.Extend(ctx, d)
+	ok, err := h.g.ops.Extend(ctx, d)
 	switch {
 	case err != nil:
 		k.debug("dlock: extending a hand-off failed", h, err)
@@ -108,57 +121,59 @@ func (h *Hold) topUpTo(short, end time.Time) {
 		}
 		k.mu.Unlock()
 	case !ok:
-		h.Lose(LostDeletedOrTaken)
+		h.lose(observe.LostDeletedOrTaken)
 	default:
 		h.extended(sent, d, false)
 	}
 }
 
 // extended records a successful extension or renewal sent at sent.
-func (h *Hold) extended(sent time.Time, ttl time.Duration, renewal bool) {
+func (h *hold) extended(sent time.Time, ttl time.Duration, renewal bool) {
 	k := h.k
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	h.extendedLocked(sent, ttl, renewal)
+}
+
+// extendedLocked is extended with k.mu held.
+func (h *hold) extendedLocked(sent time.Time, ttl time.Duration, renewal bool) {
 	if h.ended {
 		return
 	}
+	k := h.k
 	k.moveDeadline(h, sent.Add(ttl-Drift(ttl)))
 	if renewal {
 		h.renewals++
 		// Reported under the lock: no renewal is reported after the hold ended.
-		k.observer.ObserveRenewal(RenewalEvent{Shape: h.g.Shape, Name: h.g.Name, Token: h.g.Token, OK: true, Held: time.Since(h.since), Renewals: h.renewals})
+		k.observer.ObserveRenewal(observe.RenewalEvent{Shape: h.g.shape, Name: h.g.name, Token: h.g.token, OK: true, Held: time.Since(h.since), Renewals: h.renewals})
 	}
 }
 
-// RenewFailed reports a renewal that failed with err without telling
-// whether the grant is still ours (the store could not be reached): the
-// hold stays until its deadline, and is lost then unless a renewal
-// succeeds first.
-func (h *Hold) RenewFailed(err error) {
-	h.k.observer.ObserveRenewal(RenewalEvent{Shape: h.g.Shape, Name: h.g.Name, Token: h.g.Token, Held: time.Since(h.since), Renewals: h.renewalCount(), Err: err})
+func (h *hold) renewFailed(err error) {
+	h.k.observer.ObserveRenewal(observe.RenewalEvent{Shape: h.g.shape, Name: h.g.name, Token: h.g.token, Held: time.Since(h.since), Renewals: h.renewalCount(), Err: err})
 	h.k.debug("dlock: renewal failed", h, err)
 }
 
 // renewalCount returns the successful renewals so far.
-func (h *Hold) renewalCount() int {
+func (h *hold) renewalCount() int {
 	h.k.mu.Lock()
 	defer h.k.mu.Unlock()
 	return h.renewals
 }
 
-func (h *Hold) expiryReason() LostReason {
-	if h.g.Renewed {
-		return LostUnreachable
+func (h *hold) expiryReason() observe.LostReason {
+	if h.g.renewed {
+		return observe.LostUnreachable
 	}
-	return LostExpired
+	return observe.LostExpired
 }
 
 // fixedLease is the lease events report: 0 for a renewed hold.
-func (h *Hold) fixedLease() time.Duration {
-	if h.g.Renewed {
+func (h *hold) fixedLease() time.Duration {
+	if h.g.renewed {
 		return 0
 	}
-	return h.g.TTL
+	return h.g.ttl
 }
 
 // pastDeadline marks the hold lost if its deadline has passed on the local
@@ -166,7 +181,7 @@ func (h *Hold) fixedLease() time.Duration {
 // may still say. The Keeper's timer calls it (through expire), and so does
 // every check of the lease. When it returns, a hold whose deadline has
 // passed has been lost and every one of its Leases marked.
-func (h *Hold) pastDeadline() {
+func (h *hold) pastDeadline() {
 	k := h.k
 	k.mu.Lock()
 	if h.ended || time.Now().Before(h.deadline) {
@@ -181,16 +196,16 @@ func (h *Hold) pastDeadline() {
 
 // report tells the observer and the log that the hold was lost, ending
 // leases Leases.
-func (h *Hold) report(reason LostReason, leases, renewals int) {
-	h.k.observer.ObserveLost(LostEvent{Shape: h.g.Shape, Name: h.g.Name, Token: h.g.Token, Reason: reason, Held: time.Since(h.since),
+func (h *hold) report(reason observe.LostReason, leases, renewals int) {
+	h.k.observer.ObserveLost(observe.LostEvent{Shape: h.g.shape, Name: h.g.name, Token: h.g.token, Reason: reason, Held: time.Since(h.since),
 		Lease: h.fixedLease(), Renewals: renewals, Leases: leases})
 	if h.k.logger != nil {
-		h.k.logger.Warn("dlock: lock lost", "shape", h.g.Shape, "name", h.g.Name, "reason", string(reason), "held", time.Since(h.since))
+		h.k.logger.Warn("dlock: lock lost", "shape", h.g.shape, "name", h.g.name, "reason", string(reason), "held", time.Since(h.since))
 	}
 }
 
 // attach adds l to the hold; false if the hold has ended. k.mu is held.
-func (h *Hold) attach(l *Lease) bool {
+func (h *hold) attach(l *Lease) bool {
 	if h.ended {
 		return false
 	}
@@ -198,13 +213,13 @@ func (h *Hold) attach(l *Lease) bool {
 	return true
 }
 
-func (k *Keeper) debug(msg string, h *Hold, err error) {
+func (k *keeper) debug(msg string, h *hold, err error) {
 	if k.logger != nil {
 		k.logger.LogAttrs(context.Background(), slog.LevelDebug, msg,
-			slog.String("shape", h.g.Shape), slog.String("name", h.g.Name), slog.Any("err", err))
+			slog.String("shape", h.g.shape), slog.String("name", h.g.name), slog.Any("err", err))
 	}
 }
 
 // unlockTimeout bounds a release or extension sent without a caller's
-// deadline (Do's release, a give-back, a top-up).
+// deadline (a give-back, a top-up, Close).
 const unlockTimeout = 5 * time.Second

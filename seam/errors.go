@@ -1,0 +1,93 @@
+package seam
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Sentinel errors, re-exported by package dlock (see there). Every error a
+// backend returns that has one of these meanings wraps it.
+var (
+	ErrNotAcquired     = errors.New("dlock: not acquired")
+	ErrLockLost        = errors.New("dlock: lock lost")
+	ErrNotHeld         = errors.New("dlock: not held")
+	ErrNotReplicated   = errors.New("dlock: not replicated")
+	ErrInvalidName     = errors.New("dlock: invalid lock name")
+	ErrInvalidDuration = errors.New("dlock: invalid duration")
+	ErrInvalidArgument = errors.New("dlock: invalid argument")
+	ErrWrongType       = errors.New("dlock: key holds the wrong type")
+	ErrUpgrade         = errors.New("dlock: read lock cannot be upgraded to a write lock")
+	ErrClosed          = errors.New("dlock: client closed")
+)
+
+// opError is the error of one operation on one lock, written once:
+// `dlock: <op> <shape> "<name>": <cause>`, where the cause's own "dlock: "
+// prefix is dropped. It wraps the cause (errors.Is sees the sentinel).
+type opError struct {
+	op, shape, name string
+	err             error
+}
+
+func (e *opError) Error() string {
+	name := e.name
+	if len(name) > 64 { // an oversized name is shown by its start
+		name = strings.ToValidUTF8(name[:64], "") + "…"
+	}
+	var b strings.Builder
+	b.WriteString("dlock: ")
+	b.WriteString(e.op)
+	if e.shape != "" {
+		b.WriteByte(' ')
+		b.WriteString(e.shape)
+	}
+	b.WriteByte(' ')
+	b.WriteString(strconv.Quote(name))
+	b.WriteString(": ")
+	b.WriteString(strings.TrimPrefix(e.err.Error(), "dlock: "))
+	return b.String()
+}
+
+func (e *opError) Unwrap() error { return e.err }
+
+// Wrap names the operation, the lock's shape and its name on err, once, in
+// the one format of every backend: `dlock: <op> <shape> "<name>": <reason>`
+// (acquire mutex "stock:1": not acquired). An error that already names its
+// operation and lock is returned as it is.
+func Wrap(op, shape, name string, err error) error {
+	if _, ok := err.(*opError); ok {
+		return err
+	}
+	return &opError{op: op, shape: shape, name: name, err: err}
+}
+
+// StoreErr is Wrap for an error from the store: when ctx ended the call, it
+// is ctx's error that is wrapped.
+func StoreErr(ctx context.Context, op, shape, name string, err error) error {
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || isTimeout(err)) {
+		return Wrap(op, shape, name, ctx.Err())
+	}
+	return Wrap(op, shape, name, err)
+}
+
+// errNilLease is what the methods of a nil *Lease return.
+var errNilLease = fmt.Errorf("%w (nil lease)", ErrNotHeld)
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+// MaxNameLen is the longest lock name accepted, in bytes.
+const MaxNameLen = 1024
+
+// CheckName returns an error wrapping ErrInvalidName unless name is a valid
+// lock name (1 to MaxNameLen bytes).
+func CheckName(name string) error {
+	if name == "" || len(name) > MaxNameLen {
+		return fmt.Errorf("%w: %d bytes (want 1..%d)", ErrInvalidName, len(name), MaxNameLen)
+	}
+	return nil
+}

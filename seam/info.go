@@ -1,0 +1,60 @@
+package seam
+
+import (
+	"context"
+	"time"
+)
+
+// Inspector reads the state of a lock by name without changing it. Every
+// backend client implements it, with the same meaning for every field of
+// Info, so that one tool (dlock inspect) reads any backend.
+type Inspector interface {
+	Inspect(ctx context.Context, name string) (Info, error)
+}
+
+// Info is what Inspect reads about one lock name.
+type Info struct {
+	Name    string
+	Shape   string        // "mutex", "lock", "fair", "rw", "semaphore", ...; "" when free and nobody waits
+	Held    bool          // held right now
+	Holders []Holder      // who holds it
+	TTL     time.Duration // remaining lease of the lock as a whole; < 0: none (free, or each holder has its own)
+	// LastFence is the last fencing token granted for this name (0: none
+	// kept).
+	LastFence int64
+	// Queue lists the waiters the store keeps, next first (an RWLock's
+	// waiting writers by deadline).
+	Queue []Waiter
+	// Permits is a Semaphore's permit count; Holders are the permits in use.
+	Permits int
+}
+
+// Holder describes one holder of a lock, from the metadata stored with it.
+type Holder struct {
+	ID    string    // the first 8 characters of the holder's token or owner
+	Host  string    // host name of the holding process
+	PID   int       // its process id
+	Label string    // its client's label (Config.Label)
+	Since time.Time // when it acquired (its own clock, or the store's)
+	Count int       // hold count (reentrant acquisitions)
+	Fence int64     // the fencing token of this grant
+	// Mode is "read" or "write" for an RWLock, "" for the other shapes.
+	Mode string
+	// TTL is the remaining lease of this hold: RWLock readers and Semaphore
+	// permits have their own; other holders share the lock's.
+	TTL time.Duration
+}
+
+// Waiter describes one Acquire call waiting in the store.
+type Waiter struct {
+	ID    string    // the first 8 characters of its owner or token
+	Host  string    // host name of the waiting process
+	PID   int       // its process id
+	Label string    // its client's label
+	Since time.Time // when its Acquire call started (its own clock)
+	Mode  string    // "write" for an RWLock writer, "" otherwise
+	// Deadline is the time left before it loses its place unless it
+	// refreshes it (a live waiter does), or < 0 when its place lives as
+	// long as its session (etcd, ZooKeeper).
+	Deadline time.Duration
+}

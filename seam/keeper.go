@@ -1,0 +1,490 @@
+package seam
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/dlockgo/dlock/observe"
+)
+
+// Keeper keeps the grants of one backend client and turns each into the
+// Lease its caller sees. It is the one owner of the hold lifecycle: a hold
+// is registered, joined by re-entries, renewed, lost and released here, and
+// registration and loss are one step under the Keeper's lock, so a grant
+// that is already past its deadline when it arrives is reported lost and
+// never left registered. O is the backend's GrantOps type. A Keeper is safe
+// for concurrent use.
+//
+// Every hold's local deadline is kept in one heap with one timer for the
+// earliest: a hold costs no timer of its own, and a hold whose deadline
+// passes is lost when the timer fires (and by any check of its Lease before
+// then).
+type Keeper[O GrantOps] struct{ k keeper }
+
+// NewKeeper returns a Keeper that reports to o (nil: nowhere) and logs
+// losses (Warn) and failed renewals (Debug) to logger (nil: never logs).
+func NewKeeper[O GrantOps](o observe.Observer, logger *slog.Logger) *Keeper[O] {
+	if o == nil {
+		o = observe.Nop{}
+	}
+	return &Keeper[O]{keeper{observer: o, logger: logger, keyed: make(map[string]*hold), gates: make(map[string]*gate)}}
+}
+
+// Lease turns g into a Lease. If g.Key names a live hold, the Lease joins it
+// (its deadline rises to this grant's if that is later). If ctx is done, or
+// the Keeper is closed, the grant is released and Lease returns ctx's error
+// or ErrClosed: a grant that arrived after its caller gave up is given back,
+// never leaked. A grant whose deadline has already passed yields a Lease
+// that is lost from the start (Err wraps ErrLockLost).
+func (k *Keeper[O]) Lease(ctx context.Context, g Grant[O]) (*Lease, error) {
+	return k.k.lease(ctx, g.kept())
+}
+
+// GiveBack releases a grant nobody will hold (a reentrant re-entry's
+// release undoes just that re-entry), within a bounded time and whatever
+// ctx says.
+func (k *Keeper[O]) GiveBack(ctx context.Context, g Grant[O]) { giveBack(ctx, g.Ops) }
+
+// Join adds a Lease for owner to the live hold whose Grant.Key is key (a
+// reentrant re-entry the store need not hear of: a backend whose store
+// does not count re-entries) and reports true; it reports false, and makes
+// nothing, when no live hold has that key (the backend then grants anew).
+// The Lease's Context carries owner; onLost runs when the hold is lost.
+// See Enter for re-entries that race with the first acquisition.
+func (k *Keeper[O]) Join(ctx context.Context, key, owner string, onLost func(*Lease)) (*Lease, bool) {
+	return k.k.join(ctx, key, owner, onLost)
+}
+
+// Enter is Join for an acquisition of a reentrant lock that may race with
+// another one of the same key (one owner acquiring from two goroutines): it
+// waits until no other acquisition of key is in progress (or ctx is done, or
+// the Keeper closes), and then joins the live hold of key (l != nil) or
+// returns done, which the caller must call once its own acquisition ended
+// (its grant handed to Lease, or failed): another acquisition of key then
+// joins that hold instead of queueing behind it in the store.
+func (k *Keeper[O]) Enter(ctx context.Context, key, owner string, onLost func(*Lease)) (l *Lease, done func(), err error) {
+	return k.k.enter(ctx, key, owner, onLost)
+}
+
+// Renewing returns the live holds whose grants are kept by renewals
+// (Grant.Renewed): the ones a watchdog or keepalive renews.
+func (k *Keeper[O]) Renewing() []*Hold[O] {
+	var hs []*Hold[O]
+	k.k.each(func(h *hold) {
+		if h.g.renewed {
+			hs = append(hs, (*Hold[O])(h))
+		}
+	})
+	return hs
+}
+
+// Session returns the live holds of session s (Grant.Session).
+func (k *Keeper[O]) Session(s any) []*Hold[O] {
+	var hs []*Hold[O]
+	k.k.each(func(h *hold) {
+		if h.g.session == s {
+			hs = append(hs, (*Hold[O])(h))
+		}
+	})
+	return hs
+}
+
+// RenewSession records a renewal of session s sent at sent that keeps its
+// grants for ttl (Hold.Renewed for every live hold of s), and returns how
+// many it renewed.
+func (k *Keeper[O]) RenewSession(s any, sent time.Time, ttl time.Duration) int {
+	kk := &k.k
+	kk.mu.Lock()
+	defer kk.mu.Unlock()
+	n := 0
+	for _, h := range slices.Clone([]*hold(kk.due)) {
+		if h.g.session == s && !h.ended {
+			h.extendedLocked(sent, ttl, true)
+			n++
+		}
+	}
+	return n
+}
+
+// LoseSession loses every live hold of session s with reason and returns
+// how many it lost.
+func (k *Keeper[O]) LoseSession(s any, reason observe.LostReason) int {
+	n := 0
+	for _, h := range k.Session(s) {
+		if h.Lose(reason) {
+			n++
+		}
+	}
+	return n
+}
+
+// HoldOf returns the hold l holds (nil for a nil Lease or one of another
+// Keeper's).
+func (k *Keeper[O]) HoldOf(l *Lease) *Hold[O] {
+	if l == nil || l.h.k != &k.k {
+		return nil
+	}
+	return (*Hold[O])(l.h)
+}
+
+// Count returns how many holds the Keeper keeps, and how many of those are
+// renewed.
+func (k *Keeper[O]) Count() (holds, renewed int) {
+	k.k.each(func(h *hold) {
+		holds++
+		if h.g.renewed {
+			renewed++
+		}
+	})
+	return holds, renewed
+}
+
+// Close loses every hold (LostClosed: nothing will renew it any more) and
+// releases its grant in the store if it is still ours; after Close, Lease
+// gives every grant back and returns ErrClosed, and Enter returns
+// ErrClosed. Close is idempotent.
+func (k *Keeper[O]) Close() { k.k.close() }
+
+// Closed reports whether Close was called.
+func (k *Keeper[O]) Closed() bool {
+	k.k.mu.Lock()
+	defer k.k.mu.Unlock()
+	return k.k.closed
+}
+
+// Acquired reports an Acquire call that started at start and ended with err
+// (nil: acquired) to the Observer.
+func (k *Keeper[O]) Acquired(shape, name string, start time.Time, err error) {
+	ev := observe.AcquireEvent{Shape: shape, Name: name, Result: observe.Acquired, Wait: time.Since(start)}
+	switch {
+	case err == nil:
+	case isNotAcquired(err):
+		ev.Result = observe.NotAcquired
+	default:
+		ev.Result, ev.Err = observe.AcquireErr, err
+	}
+	k.k.observer.ObserveAcquire(ev)
+}
+
+// keeper is a Keeper's state, whatever the backend's GrantOps.
+type keeper struct {
+	observer observe.Observer
+	logger   *slog.Logger
+
+	mu     sync.Mutex
+	due    dueHeap          // live holds by deadline
+	keyed  map[string]*hold // live holds with a Grant.Key (reentrant joins)
+	gates  map[string]*gate // reentrant acquisitions in progress (Enter)
+	timer  *time.Timer      // fires at due[0]'s deadline; nil until the first hold
+	armed  time.Time        // when timer fires (zero: stopped)
+	closed bool
+	closeC chan struct{} // closed by close (Enter's waits end)
+}
+
+func (k *keeper) lease(ctx context.Context, g grant) (*Lease, error) {
+	if err := ctx.Err(); err != nil { // cancelled while the grant was in flight: give it back
+		giveBack(ctx, g.ops)
+		return nil, Wrap("acquire", g.shape, g.name, err)
+	}
+	deadline := g.sent.Add(g.ttl - Drift(g.ttl))
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		giveBack(ctx, g.ops)
+		return nil, Wrap("acquire", g.shape, g.name, ErrClosed)
+	}
+	if h := k.keyed[g.key]; g.key != "" && h != nil && !h.ended {
+		l := &Lease{}
+		l.init(h, ctx, g.owner, g.onLost)
+		h.attach(l)
+		if deadline.After(h.deadline) {
+			k.moveDeadline(h, deadline)
+		}
+		k.mu.Unlock()
+		h.pastDeadline()
+		return l, nil
+	}
+	full := g.ttl
+	if g.lease > g.ttl {
+		full = g.lease
+	}
+	h := &hold{k: k, g: g, since: time.Now(), deadline: deadline}
+	h.g.ttl = full
+	l := &h.first
+	l.init(h, ctx, g.owner, g.onLost)
+	h.leases = append(h.one[:0], l)
+	k.register(h)
+	if full > g.ttl {
+		h.topUpAt(time.Now().Add(full))
+	}
+	k.mu.Unlock()
+	h.pastDeadline() // a late grant is lost now, before its caller sees it
+	return l, nil
+}
+
+func (k *keeper) join(ctx context.Context, key, owner string, onLost func(*Lease)) (*Lease, bool) {
+	if key == "" || ctx.Err() != nil {
+		return nil, false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	h := k.keyed[key]
+	if k.closed || h == nil || h.ended {
+		return nil, false
+	}
+	l := &Lease{}
+	l.init(h, ctx, owner, onLost)
+	h.attach(l)
+	return l, true
+}
+
+// gate serialises the acquisitions of one reentrant key (Enter).
+type gate struct {
+	ch    chan struct{} // one token: held by the acquisition in progress
+	users int
+}
+
+func (k *keeper) enter(ctx context.Context, key, owner string, onLost func(*Lease)) (*Lease, func(), error) {
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		return nil, nil, ErrClosed
+	}
+	if k.closeC == nil {
+		k.closeC = make(chan struct{})
+	}
+	closeC := k.closeC
+	g := k.gates[key]
+	if g == nil {
+		g = &gate{ch: make(chan struct{}, 1)}
+		k.gates[key] = g
+	}
+	g.users++
+	k.mu.Unlock()
+	drop := func() {
+		k.mu.Lock()
+		if g.users--; g.users == 0 && k.gates[key] == g {
+			delete(k.gates, key)
+		}
+		k.mu.Unlock()
+	}
+	select {
+	case g.ch <- struct{}{}:
+	case <-ctx.Done():
+		drop()
+		return nil, nil, ctx.Err()
+	case <-closeC:
+		drop()
+		return nil, nil, ErrClosed
+	}
+	done := func() { <-g.ch; drop() }
+	if l, ok := k.join(ctx, key, owner, onLost); ok {
+		done()
+		return l, nil, nil
+	}
+	return nil, done, nil
+}
+
+// each calls f for every live hold, under k.mu (f must not call back).
+func (k *keeper) each(f func(*hold)) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, h := range k.due {
+		f(h)
+	}
+}
+
+// giveBack releases a grant nobody will hold.
+func giveBack(ctx context.Context, ops GrantOps) {
+	if ops != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
+		defer cancel()
+		_, _ = ops.Release(rctx)
+	}
+}
+
+// register adds the new hold h; k.mu is held.
+func (k *keeper) register(h *hold) {
+	heap.Push(&k.due, h)
+	if h.g.key != "" {
+		k.keyed[h.g.key] = h
+	}
+	k.rearm()
+}
+
+// unregister removes h; k.mu is held.
+func (k *keeper) unregister(h *hold) {
+	if h.idx >= 0 {
+		heap.Remove(&k.due, h.idx)
+		k.rearm()
+	}
+	if k.keyed[h.g.key] == h {
+		delete(k.keyed, h.g.key)
+	}
+}
+
+// moveDeadline sets h's deadline to d; k.mu is held.
+func (k *keeper) moveDeadline(h *hold, d time.Time) {
+	h.deadline = d
+	if h.idx >= 0 {
+		heap.Fix(&k.due, h.idx)
+		k.rearm()
+	}
+}
+
+// rearm points the timer at the earliest deadline; k.mu is held.
+func (k *keeper) rearm() {
+	if len(k.due) == 0 {
+		if !k.armed.IsZero() {
+			k.timer.Stop()
+			k.armed = time.Time{}
+		}
+		return
+	}
+	next := k.due[0].deadline
+	if next.Equal(k.armed) {
+		return
+	}
+	k.armed = next
+	if k.timer == nil {
+		k.timer = time.AfterFunc(time.Until(next), k.expire)
+		return
+	}
+	k.timer.Reset(time.Until(next))
+}
+
+// expire loses every hold whose deadline has passed, and arms the timer for
+// the next one.
+func (k *keeper) expire() {
+	type lost struct {
+		h                *hold
+		reason           observe.LostReason
+		leases, renewals int
+	}
+	var ended []lost
+	now := time.Now()
+	k.mu.Lock()
+	k.armed = time.Time{}
+	for len(k.due) > 0 && !now.Before(k.due[0].deadline) {
+		h := k.due[0]
+		reason := h.expiryReason()
+		marked, renewals := k.end(h, reason)
+		ended = append(ended, lost{h, reason, marked, renewals})
+	}
+	k.rearm()
+	k.mu.Unlock()
+	for _, e := range ended {
+		e.h.report(e.reason, e.leases, e.renewals)
+	}
+}
+
+// lose ends h as lost and reports it; false if it had already ended.
+func (k *keeper) lose(h *hold, reason observe.LostReason) bool {
+	k.mu.Lock()
+	if h.ended {
+		k.mu.Unlock()
+		return false
+	}
+	marked, renewals := k.end(h, reason)
+	k.mu.Unlock()
+	h.report(reason, marked, renewals)
+	return true
+}
+
+// end ends the live hold h as lost, under k.mu: it is unregistered and
+// every Lease marked, so nobody sees a registered hold that is lost or a
+// lost hold whose Leases still look held. It returns how many Leases it
+// marked and the hold's renewals, for the report the caller makes once
+// the lock is released.
+func (k *keeper) end(h *hold, reason observe.LostReason) (marked, renewals int) {
+	h.ended = true
+	h.lost = Wrap("hold", h.g.shape, h.g.name, fmt.Errorf("%w (%s)", ErrLockLost, reason))
+	h.stopTopUp()
+	k.unregister(h)
+	for _, l := range h.leases {
+		if l.markLost(h.lost) {
+			marked++
+		}
+	}
+	return marked, h.renewals
+}
+
+// stopTopUp stops the top-up timer; k.mu is held.
+func (h *hold) stopTopUp() {
+	if h.topUp != nil {
+		h.topUp.Stop()
+	}
+}
+
+// detach removes l from its hold; when it was the last Lease the hold ends
+// (unregistered, no renewal any more) before any release is sent, and
+// detach returns last true. It also returns how many other Leases still
+// share the hold and the hold's renewals so far.
+func (k *keeper) detach(h *hold, l *Lease) (last bool, others, renewals int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if i := slices.Index(h.leases, l); i >= 0 {
+		h.leases = slices.Delete(h.leases, i, i+1)
+	}
+	last = len(h.leases) == 0 && !h.ended
+	if last {
+		h.ended = true
+		h.stopTopUp()
+		k.unregister(h)
+	}
+	return last, len(h.leases), h.renewals
+}
+
+func (k *keeper) close() {
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		return
+	}
+	k.closed = true
+	if k.closeC != nil {
+		close(k.closeC)
+	}
+	hs := slices.Clone([]*hold(k.due))
+	if k.timer != nil {
+		k.timer.Stop()
+	}
+	k.mu.Unlock()
+	for _, h := range hs {
+		h.lose(observe.LostClosed)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, _ = h.g.ops.Release(ctx)
+		cancel()
+	}
+}
+
+func isNotAcquired(err error) bool { return errors.Is(err, ErrNotAcquired) }
+
+// dueHeap is the live holds ordered by deadline (container/heap).
+type dueHeap []*hold
+
+func (d dueHeap) Len() int           { return len(d) }
+func (d dueHeap) Less(i, j int) bool { return d[i].deadline.Before(d[j].deadline) }
+func (d dueHeap) Swap(i, j int) {
+	d[i], d[j] = d[j], d[i]
+	d[i].idx, d[j].idx = i, j
+}
+func (d *dueHeap) Push(x any) {
+	h := x.(*hold)
+	h.idx = len(*d)
+	*d = append(*d, h)
+}
+func (d *dueHeap) Pop() any {
+	old := *d
+	h := old[len(old)-1]
+	old[len(old)-1] = nil
+	h.idx = -1
+	*d = old[:len(old)-1]
+	return h
+}

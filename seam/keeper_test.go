@@ -1,0 +1,133 @@
+package seam
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestKeeperJoin: a backend's re-entry joins a live hold without the store;
+// with no live hold it makes nothing.
+func TestKeeperJoin(t *testing.T) {
+	k := NewKeeper[*countOps](nil, nil)
+	defer k.Close()
+	ctx := context.Background()
+	if _, ok := k.Join(ctx, "k", "o", nil); ok {
+		t.Fatal("joined a hold that does not exist")
+	}
+	ops := &countOps{}
+	l, err := k.Lease(ctx, Grant[*countOps]{Shape: "lock", Name: "n", Key: "k", Owner: "o", Token: 7, Sent: time.Now(), TTL: time.Minute, Ops: ops})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, ok := k.Join(l.Context(), "k", "o", nil)
+	if !ok || j.Token() != 7 {
+		t.Fatalf("join: %v %v", j, ok)
+	}
+	if h, _ := k.Count(); h != 1 {
+		t.Fatalf("%d holds after a join, want 1", h)
+	}
+	if err := j.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := ops.releases.Load(); n != 0 {
+		t.Fatalf("%d releases after the re-entry's unlock: the Keeper counts re-entries, the store is told of the last", n)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := ops.releases.Load(); n != 1 {
+		t.Fatalf("%d releases after the last unlock, want 1", n)
+	}
+	if h, _ := k.Count(); h != 0 {
+		t.Fatalf("%d holds after both unlocks", h)
+	}
+	if _, ok := k.Join(ctx, "k", "o", nil); ok {
+		t.Fatal("joined a released hold")
+	}
+}
+
+// countOps is a store that always says yes, counting releases.
+type countOps struct{ releases atomic.Int32 }
+
+func (o *countOps) Release(context.Context) (Released, error) {
+	o.releases.Add(1)
+	return ReleasedFree, nil
+}
+func (o *countOps) Extend(context.Context, time.Duration) (bool, error) { return true, nil }
+func (o *countOps) Verify(context.Context) (bool, error)                { return true, nil }
+
+// TestKeeperStoreCounts: when the store counts re-entries, every Lease's
+// Unlock is a release in the store.
+func TestKeeperStoreCounts(t *testing.T) {
+	k := NewKeeper[*countOps](nil, nil)
+	defer k.Close()
+	ctx := context.Background()
+	ops := &countOps{}
+	g := Grant[*countOps]{Shape: "lock", Name: "n", Key: "k", StoreCounts: true, Owner: "o", Token: 7, Sent: time.Now(), TTL: time.Minute, Ops: ops}
+	l, err := k.Lease(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := k.Lease(l.Context(), g) // the store re-entered: the Lease joins the hold
+	if err != nil || again.Token() != 7 {
+		t.Fatalf("re-entry: %v %v", again, err)
+	}
+	for _, x := range []*Lease{again, l} {
+		if err := x.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := ops.releases.Load(); n != 2 {
+		t.Fatalf("%d releases, want one per Lease", n)
+	}
+}
+
+// TestKeeperEnter: acquisitions of one reentrant key are serialised; the
+// second joins the hold the first registered.
+func TestKeeperEnter(t *testing.T) {
+	k := NewKeeper[*countOps](nil, nil)
+	defer k.Close()
+	ctx := context.Background()
+	l, done, err := k.Enter(ctx, "k", "o", nil)
+	if err != nil || l != nil || done == nil {
+		t.Fatalf("first Enter: %v, done set %v, %v", l, done != nil, err)
+	}
+	second := make(chan *Lease, 1)
+	go func() {
+		l, done, err := k.Enter(ctx, "k", "o", nil)
+		if err != nil || done != nil {
+			t.Errorf("second Enter: done set %v, %v", done != nil, err)
+		}
+		second <- l
+	}()
+	select {
+	case <-second:
+		t.Fatal("the second Enter went on while the first acquisition was in progress")
+	case <-time.After(50 * time.Millisecond):
+	}
+	first, err := k.Lease(ctx, Grant[*countOps]{Shape: "lock", Name: "n", Key: "k", Owner: "o", Token: 3, Sent: time.Now(), TTL: time.Minute, Ops: &countOps{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	select {
+	case j := <-second:
+		if j == nil || j.Token() != 3 {
+			t.Fatalf("the second Enter did not join the first's hold: %v", j)
+		}
+		if err := j.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second Enter did not return after the first's done")
+	}
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	k.Close()
+	if _, _, err := k.Enter(ctx, "k", "o", nil); err != ErrClosed {
+		t.Fatalf("Enter after Close: %v", err)
+	}
+}
