@@ -262,7 +262,9 @@ func TestReportMisdelete(t *testing.T) {
 }
 
 func TestReportLease(t *testing.T) {
-	res, err := drill.Lease(context.Background(), openRedis(t), 200*time.Millisecond, 320*time.Millisecond)
+	// A 500 ms watchdog timeout (renewals every 167 ms): 200 ms lost the
+	// lock to a missed renewal ("unreachable") under -race at load 8.
+	res, err := drill.Lease(context.Background(), openRedis(t), 500*time.Millisecond, 800*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +313,9 @@ func TestReportRedLock(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal("redis-server is not on PATH")
 	}
-	res, err := drill.RedLock(context.Background(), 200*time.Millisecond)
+	// B waits half the lease for its quorum: 100 ms (a 200 ms lease) was
+	// not enough for 3 fresh connections under -race at load 8.
+	res, err := drill.RedLock(context.Background(), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
