@@ -13,15 +13,19 @@ import (
 
 // acquire is the wait loop shared by every Redis shape: try; if held, wait
 // for a release wake-up or for the holder's TTL to run out, and try again.
+//
+// The store calls run under sctx, which carries the Observer's span when it
+// is an observe.Tracer; the Lease's context derives from ctx.
 func (c *Client) acquire(ctx context.Context, sh redisShape, opts []Option) (l *Lease, err error) {
 	start := time.Now()
 	spec := sh.spec()
-	defer func() { c.keeper.Acquired(spec.kind, spec.name, start, err) }()
+	sctx, call := c.keeper.StartAcquire(ctx, spec.kind, spec.name)
+	defer func() { call.Done(err) }()
 	a, cfg, err := c.prepare(ctx, sh, spec, opts, start)
 	if err != nil {
 		return nil, err
 	}
-	g, sent, err := c.await(ctx, sh, spec, a, cfg, start)
+	g, sent, err := c.await(sctx, sh, spec, a, cfg, start)
 	if err != nil {
 		return nil, err
 	}
@@ -33,12 +37,13 @@ func (c *Client) acquire(ctx context.Context, sh redisShape, opts []Option) (l *
 func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (ls []*Lease, err error) {
 	start := time.Now()
 	spec := sh.spec()
-	defer func() { c.keeper.Acquired(spec.kind, spec.name, start, err) }()
+	sctx, call := c.keeper.StartAcquire(ctx, spec.kind, spec.name)
+	defer func() { call.Done(err) }()
 	a, cfg, err := c.prepare(ctx, sh, spec, opts, start)
 	if err != nil {
 		return nil, err
 	}
-	g, sent, err := c.await(ctx, sh, spec, a, cfg, start)
+	g, sent, err := c.await(sctx, sh, spec, a, cfg, start)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +106,7 @@ func (c *Client) prepare(ctx context.Context, sh redisShape, spec *shapeSpec, op
 	}
 	a := sh.attempt(seam.CarriedOwner(ctx), ttl, start)
 	if spec.leave != nil && cfg.Wait != 0 {
-		a.queue = cmp.Or(cfg.QueueTimeout, DefaultQueueTimeout)
+		a.queue = cmp.Or(cfg.QueueTimeout, defaultQueueTimeout)
 		a.queueMs = ms(a.queue)
 	}
 	return a, cfg, nil
@@ -463,6 +468,6 @@ func (c *Client) grantOf(sh redisShape, spec *shapeSpec, a *attempt, fence int64
 	return seam.Grant[*attempt]{StoreCounts: true,
 		Shape: spec.kind, Name: spec.name, Key: sh.holdID(a), Owner: a.owner, ID: a.token,
 		Token: fence, Sent: sent, TTL: cmp.Or(ttl, a.ttl), Lease: a.ttl, Renewed: cfg.Lease == 0,
-		Ops: a, OnLost: cfg.OnLost,
+		MaxHold: cfg.MaxHold, Ops: a, OnLost: cfg.OnLost,
 	}
 }

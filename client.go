@@ -160,7 +160,7 @@ func New(rdb redis.UniversalClient, cfg ...Config) (*Client, error) {
 	c.bg, c.stopBg = context.WithCancel(context.Background())
 	c.wd = newWatchdog(c.rdb, c.keeper, c.timeout, c.batch)
 	c.sub = newSubscriber(c)
-	c.leaseMs, c.queueMs = ms(c.timeout), ms(DefaultQueueTimeout)
+	c.leaseMs, c.queueMs = ms(c.timeout), ms(defaultQueueTimeout)
 	c.argFenceTTL, c.argClient, c.argCheck = ms(c.fenceTTL), c.sub.id, c.listenCheck()
 	c.argLease, c.argQueue = c.leaseMs, c.queueMs
 	c.metaHead, c.metaTail = c.meta+"|", "|"+c.label

@@ -13,7 +13,7 @@ import "context"
 // contended hand-off costs the release and one message, with no thundering
 // herd and no race to the key. A waiter whose Client does not listen (gone,
 // cut off) is passed over and keeps its place until its QueueTimeout
-// (default DefaultQueueTimeout, 5 s); a stuck one holds the queue up for at
+// (default 5 s); a stuck one holds the queue up for at
 // most that long.
 //
 // Like Lock, it is reentrant through the Lease's Context (re-entry does not

@@ -11,16 +11,6 @@ import (
 
 var forceUnlockScript = plain("force_unlock.lua")
 
-// Removal is what ForceUnlock removed.
-type Removal struct {
-	// Info is the lock as Inspect read it just before the removal (Shape
-	// "" and no Holders when its key was not of a shape Inspect knows).
-	seam.Info
-	// Keys are the keys deleted, sorted; empty when nothing was held.
-	// The fence counter is never among them.
-	Keys []string
-}
-
 // ForceUnlock is for operators: it removes the lock called name whoever
 // holds it, whatever its shape, by deleting its key <prefix>{name} and every
 // key <prefix>{name}:* (queues, timeouts, readers, permits) except the fence
@@ -35,13 +25,13 @@ type Removal struct {
 // A free lock returns a Removal with no Keys and no error. An invalid name
 // returns ErrInvalidName and changes nothing; a Redis error is returned as
 // is (some keys may then have been deleted already).
-func (c *Client) ForceUnlock(ctx context.Context, name string) (Removal, error) {
+func (c *Client) ForceUnlock(ctx context.Context, name string) (seam.Removal, error) {
 	if err := seam.CheckName(name); err != nil {
-		return Removal{}, wrap("force unlock", "", name, err)
+		return seam.Removal{}, wrap("force unlock", "", name, err)
 	}
 	info, err := c.Inspect(ctx, name)
 	if err != nil && !errors.Is(err, ErrWrongType) {
-		return Removal{}, err
+		return seam.Removal{}, err
 	}
 	if err != nil {
 		info = seam.Info{Name: name, Held: true, TTL: info.TTL, LastFence: info.LastFence}
@@ -49,13 +39,13 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) (Removal, error) 
 	k := c.keys(name)
 	keys, err := c.lockKeysOf(ctx, k)
 	if err != nil {
-		return Removal{Info: info}, redisErr(ctx, "force unlock", "", name, err)
+		return seam.Removal{Info: info}, redisErr(ctx, "force unlock", "", name, err)
 	}
 	deleted, err := forceUnlockScript.call(keys, k.wake).run(ctx, c.rdb).Int64Slice()
 	if err != nil {
-		return Removal{Info: info}, redisErr(ctx, "force unlock", "", name, err)
+		return seam.Removal{Info: info}, redisErr(ctx, "force unlock", "", name, err)
 	}
-	r := Removal{Info: info, Keys: []string{}}
+	r := seam.Removal{Info: info, Keys: []string{}}
 	for i, d := range deleted {
 		if d == 1 && i < len(keys) {
 			r.Keys = append(r.Keys, keys[i])
@@ -78,7 +68,7 @@ func (c *Client) lockKeysOf(ctx context.Context, k lockKeys) ([]string, error) {
 	}
 	keys := []string{k.lock}
 	err := scanNode(ctx, node, escapeGlob(k.lock)+":*", func(key string) {
-		if key != k.fence && !slices.Contains(keys, key) {
+		if key != k.fence && key != k.lock+":count" && !slices.Contains(keys, key) {
 			keys = append(keys, key)
 		}
 	})

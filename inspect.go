@@ -31,6 +31,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
 	hash := p.HGetAll(ctx, k.lock)
 	zset := p.ZRangeWithScores(ctx, k.lock, 0, -1)
 	permits := p.HGetAll(ctx, sk.data)
+	count := p.Get(ctx, sk.count)
 	queue := p.ZRange(ctx, fk.queue, 0, -1)
 	timeouts := p.ZRangeWithScores(ctx, fk.timeouts, 0, -1)
 	readers := p.ZRangeWithScores(ctx, rk.readers, 0, -1)
@@ -77,7 +78,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
 	case "zset":
 		data := permits.Val()
 		info.Shape = "semaphore"
-		info.Permits, _ = strconv.Atoi(data["cap"])
+		info.Permits, _ = strconv.Atoi(count.Val())
 		for _, z := range zset.Val() {
 			id, _ := z.Member.(string)
 			if left(z.Score) <= 0 {

@@ -51,9 +51,6 @@ func (c *Client) MultiLock(names ...string) *MultiLock {
 // Name returns the member names in canonical order, joined by ",".
 func (m *MultiLock) Name() string { return strings.Join(m.names, ",") }
 
-// Names returns the member names in canonical order.
-func (m *MultiLock) Names() []string { return slices.Clone(m.names) }
-
 // Acquire takes every member or none; see Locker and MultiLock. ReplicaAck
 // is supported only where an attempt is one script (not across Cluster
 // slots).

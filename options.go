@@ -13,7 +13,7 @@ import (
 //	LeaseTime(d)      fixed lease, no watchdog                  watchdog keeps it
 //	ReplicaAck(n, t)  n replicas must acknowledge within t      no
 //	OnLost(f)         f runs once when the lease is lost         none
-//	QueueTimeout(d)   queued waiter (Mutex, Lock, FairLock,    DefaultQueueTimeout
+//	QueueTimeout(d)   queued waiter (Mutex, Lock, FairLock,    5 s
 //	                  RWLock writer) that goes silent loses
 //	                  its place after d
 //
@@ -62,15 +62,22 @@ func ReplicaAckConnected(timeout time.Duration) Option { return seam.ReplicaAckC
 // lost (not when it is released).
 func OnLost(f func(*Lease)) Option { return seam.OnLost(f) }
 
-// DefaultQueueTimeout is how long a queued waiter (of a Mutex, Lock,
-// FairLock, or an RWLock writer waiting for readers to leave) keeps its place
-// without refreshing it. Live waiters refresh every third of it; a killed one
-// is skipped after it.
-const DefaultQueueTimeout = 5 * time.Second
+// MaxHold caps how long the lock may be held, whatever keeps it (the
+// watchdog, Extend): d after the grant the lease is lost, with cause
+// ErrLockLost (max_hold) and observe.LostMaxHold in the events, and the
+// lock is released in the store so that others can have it. A worker stuck
+// inside its critical section keeps the lock for at most d (000 §2.5:
+// without a cap the watchdog keeps a stuck worker's lock for ever). At
+// least 1 ms.
+func MaxHold(d time.Duration) Option { return seam.MaxHold(d) }
+
+// defaultQueueTimeout is how long a queued waiter keeps its place without
+// refreshing it, unless QueueTimeout says otherwise.
+const defaultQueueTimeout = 5 * time.Second
 
 // QueueTimeout sets how long a waiter of a Mutex, Lock or FairLock, or a
 // writer waiting on an RWLock, keeps its place without refreshing it (at
-// least 30 ms; default DefaultQueueTimeout). A waiting Acquire refreshes
+// least 30 ms; default 5 s). A waiting Acquire refreshes
 // its place every d/3, so a live waiter never loses it; a waiter whose
 // process died blocks the queue for at most d (a lock handed to it is
 // granted for at most what was left of d).

@@ -18,7 +18,7 @@ import (
 // lua/queue_lib.lua).
 //
 // A waiter refreshes its place with every attempt, at least every third of
-// its queue timeout (QueueTimeout, default DefaultQueueTimeout); a waiter
+// its queue timeout (QueueTimeout, default 5 s); a waiter
 // that stops (process killed, paused, cut off) is skipped once its timeout
 // has passed, and a lock handed to it expires by then. A release passes over
 // a waiter whose Client does not listen (the message reached nobody): it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/dlockgo/dlock/seam"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -45,6 +46,9 @@ func redisCause(err error) error {
 		return fmt.Errorf("%w: %v", ErrWrongType, err)
 	case redis.HasErrorPrefix(err, "UPGRADE"):
 		return ErrUpgrade
+	case redis.HasErrorPrefix(err, "PERMITS"):
+		return fmt.Errorf("%w: the store keeps %s permits for this semaphore, another count than this Semaphore's (SetPermits changes it)",
+			ErrInvalidArgument, strings.TrimSpace(strings.TrimPrefix(err.Error(), "PERMITS")))
 	}
 	return err
 }

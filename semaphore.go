@@ -13,6 +13,7 @@ var (
 	semAcquire = withLibs("sem_acquire.lua", "fence.lua", "lib.lua")
 	semRelease = withLibs("sem_release.lua", "lib.lua")
 	semExtend  = withLibs("sem_extend.lua", "lib.lua")
+	semSetCap  = plain("sem_set_permits.lua")
 )
 
 // Semaphore lets up to a fixed number of holders in at once (Redisson's
@@ -22,16 +23,21 @@ var (
 // permit lost (expired, removed) is reported lost like a lock. Waiters are
 // woken when a permit is released.
 //
-// The permit count is not stored as a setting in Redis: each Acquire counts
-// against the count of its own Semaphore value, so every user of one name
-// must agree on it (Inspect shows the count of the latest acquisition).
+// The permit count lives in Redis, next to the semaphore: the first
+// Acquire that finds none sets it to its Semaphore's count, and an Acquire
+// whose Semaphore has another count fails with ErrInvalidArgument (the
+// store's count in the message) and changes nothing, so two callers cannot
+// count against different bounds. SetPermits changes it. Like the fence
+// counter, it lives for the Client's FenceTTL after the last grant.
 // Permits are not granted in arrival order.
 type Semaphore struct {
-	c       *Client
-	name    string
-	permits int
-	once    sync.Once
-	k       *semKeys
+	c    *Client
+	name string
+	once sync.Once
+	k    *semKeys
+
+	mu      sync.Mutex
+	permits int // as given, or set by SetPermits
 }
 
 // Semaphore returns the semaphore called name with the given number of
@@ -43,15 +49,12 @@ func (c *Client) Semaphore(name string, permits int) *Semaphore {
 // Name returns the semaphore's name.
 func (s *Semaphore) Name() string { return s.name }
 
-// Permits returns the semaphore's number of permits.
-func (s *Semaphore) Permits() int { return s.permits }
-
 // Acquire takes one permit; see Locker. Unlocking the Lease gives it back.
 func (s *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
 	return s.c.acquire(ctx, semShape{s, 1}, opts)
 }
 
-// AcquireN takes k permits at once (all or none, 1 <= k <= Permits), one
+// AcquireN takes k permits at once (all or none, 1 <= k <= permits), one
 // Lease per permit, each with its own id, token and lease. It waits, as
 // Acquire does, until k permits are free at the same time.
 func (s *Semaphore) AcquireN(ctx context.Context, k int, opts ...Option) ([]*Lease, error) {
@@ -82,16 +85,44 @@ func (s *Semaphore) Release(ctx context.Context, id string) error {
 	return nil
 }
 
+// SetPermits sets the semaphore's permit count in Redis to n (at least 1),
+// for every user of its name, and makes this Semaphore count against n.
+// Permits held beyond a lowered count stay held until they are released;
+// waiters are woken, as more permits may fit.
+func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
+	if err := seam.CheckName(s.name); err != nil {
+		return wrap("set permits", "semaphore", s.name, err)
+	}
+	if n < 1 {
+		return wrap("set permits", "semaphore", s.name, fmt.Errorf("%w: %d permits (want >= 1)", ErrInvalidArgument, n))
+	}
+	k := s.keys()
+	if err := semSetCap.call([]string{k.count}, n, s.c.argFenceTTL, k.wake).run(ctx, s.c.rdb).Err(); err != nil {
+		return redisErr(ctx, "set permits", "semaphore", s.name, err)
+	}
+	s.mu.Lock()
+	s.permits = n
+	s.mu.Unlock()
+	return nil
+}
+
+// count returns the permit count this Semaphore asks for.
+func (s *Semaphore) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.permits
+}
+
 // semKeys are a Semaphore's keys (see lua/sem_acquire.lua).
 type semKeys struct {
-	lockKeys // lock is the permits zset
-	data     string
+	lockKeys    // lock is the permits zset
+	data, count string
 }
 
 func (s *Semaphore) keys() *semKeys {
 	s.once.Do(func() {
 		k := s.c.keys(s.name)
-		s.k = &semKeys{lockKeys: k, data: k.lock + ":permits"}
+		s.k = &semKeys{lockKeys: k, data: k.lock + ":permits", count: k.lock + ":count"}
 	})
 	return s.k
 }
@@ -112,11 +143,12 @@ func (sh semShape) validate() error {
 	if err := seam.CheckName(sh.s.name); err != nil {
 		return err
 	}
-	if sh.s.permits < 1 {
-		return fmt.Errorf("%w: semaphore %q has %d permits (want >= 1)", ErrInvalidArgument, sh.s.name, sh.s.permits)
+	n := sh.s.count()
+	if n < 1 {
+		return fmt.Errorf("%w: semaphore %q has %d permits (want >= 1)", ErrInvalidArgument, sh.s.name, n)
 	}
-	if sh.k < 1 || sh.k > sh.s.permits {
-		return fmt.Errorf("%w: %d permits of semaphore %q asked for (want 1..%d)", ErrInvalidArgument, sh.k, sh.s.name, sh.s.permits)
+	if sh.k < 1 || sh.k > n {
+		return fmt.Errorf("%w: %d permits of semaphore %q asked for (want 1..%d)", ErrInvalidArgument, sh.k, sh.s.name, n)
 	}
 	return nil
 }
@@ -136,14 +168,14 @@ func (sh semShape) attempt(owner string, ttl time.Duration, now time.Time) *atte
 
 func (sh semShape) acquireCall(a *attempt) scriptCall {
 	k := sh.s.keys()
-	args := []any{sh.s.permits, ms(a.ttl), a.meta, a.c.argFenceTTL}
+	args := []any{sh.s.count(), ms(a.ttl), a.meta, a.c.argFenceTTL}
 	if len(a.tokens) == 0 {
 		args = append(args, a.token)
 	}
 	for _, id := range a.tokens {
 		args = append(args, id)
 	}
-	return semAcquire.call([]string{k.lock, k.data, k.fence}, args...)
+	return semAcquire.call([]string{k.lock, k.data, k.fence, k.count}, args...)
 }
 
 func (sh semShape) holdID(a *attempt) string { return sh.s.keys().lock + "|" + a.token }

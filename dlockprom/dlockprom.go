@@ -219,7 +219,7 @@ func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 type pair struct{ shape, group string }
 
 // lostReasons are the LostReasons whose counters exist from the start.
-var lostReasons = []observe.LostReason{observe.LostExpired, observe.LostDeletedOrTaken, observe.LostUnreachable, observe.LostClosed}
+var lostReasons = []observe.LostReason{observe.LostExpired, observe.LostDeletedOrTaken, observe.LostUnreachable, observe.LostClosed, observe.LostMaxHold}
 
 // group returns the group of name and, the first time a (shape, group) pair
 // is seen, creates its counters at 0: the alerts' increase() then sees the

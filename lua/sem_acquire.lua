@@ -3,13 +3,16 @@
 -- A Semaphore is, in the slot of {name}:
 --   permits key  zset permit id -> expiry (server ms): every permit has its
 --                own lease, so a crashed holder's permit returns by itself
---   data key     hash permit id -> "fence|holder metadata", and
---                cap -> the permit count given by the last acquirer
+--   data key     hash permit id -> "fence|holder metadata"
+--   count key    the permit count: set by the first acquisition that finds
+--                none (or by Semaphore.SetPermits); it lives as long as the
+--                fence counter (refreshed by every grant)
 --
 -- KEYS[1]  permits key
 -- KEYS[2]  data key
 -- KEYS[3]  fence counter
--- ARGV[1]  number of permits of the semaphore
+-- KEYS[4]  count key
+-- ARGV[1]  number of permits the caller's Semaphore has
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  holder metadata (host|pid|acquired-at-ms|label)
 -- ARGV[4]  fence counter TTL in milliseconds
@@ -23,6 +26,13 @@
 --                                   when some permits are free (a smaller
 --                                   request may fit)
 -- Errors  WRONGTYPE                 a key holds another type
+--         PERMITS <n>               the store keeps n permits, not ARGV[1]:
+--                                   nothing was changed
+local cap = tonumber(redis.call('GET', KEYS[4]))
+if cap and cap ~= tonumber(ARGV[1]) then
+  return redis.error_reply('PERMITS ' .. cap)
+end
+cap = tonumber(ARGV[1])
 local now = server_ms()
 local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 100)
 if #dead > 0 then
@@ -38,7 +48,6 @@ if redis.call('ZSCORE', KEYS[1], ARGV[5]) then
   end
   return res
 end
-local cap = tonumber(ARGV[1])
 local used = redis.call('ZCARD', KEYS[1])
 if used + k > cap then
   local pass = 0
@@ -58,7 +67,7 @@ for i = 1, k do
   redis.call('HSET', KEYS[2], ARGV[4 + i], t .. '|' .. ARGV[3])
   res[#res + 1] = tonumber(t)
 end
-redis.call('HSET', KEYS[2], 'cap', cap)
+redis.call('SET', KEYS[4], cap, 'PX', ARGV[4])
 keep(KEYS[1], ARGV[2])
 keep(KEYS[2], ARGV[2])
 return res

@@ -5,7 +5,10 @@
 // metrics.
 package observe
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Observer receives lock events, synchronously, from the goroutine that
 // caused them: implementations must be fast, safe for concurrent use, and
@@ -22,6 +25,18 @@ type Observer interface {
 	ObserveRelease(ReleaseEvent)
 	ObserveLost(LostEvent)
 	ObserveRenewal(RenewalEvent)
+}
+
+// Tracer is an Observer that also brackets every Acquire call. A backend
+// whose Observer is a Tracer calls StartAcquire before it sends anything to
+// its store, runs the call's store requests under the context it returns
+// (so that a traced client library's spans, redisotel's say, nest under the
+// acquisition's), and reports the call's end through the returned function
+// (instead of ObserveAcquire). The context carries nothing into the lock's
+// Lease: work done under Lease.Context is not a child of the acquisition.
+type Tracer interface {
+	Observer
+	StartAcquire(ctx context.Context, shape, name string) (context.Context, func(AcquireEvent))
 }
 
 // AcquireResult is the outcome of one Acquire call.
@@ -49,6 +64,10 @@ const (
 	LostUnreachable LostReason = "unreachable"
 	// LostClosed: the lock client was closed while the lease was held.
 	LostClosed LostReason = "closed"
+	// LostMaxHold: the lease was held for as long as MaxHold allows; it
+	// was given up in the store (a stuck worker does not keep a lock for
+	// ever).
+	LostMaxHold LostReason = "max_hold"
 )
 
 // AcquireEvent reports one Acquire call.

@@ -64,9 +64,13 @@ type Grant[O GrantOps] struct {
 	// Lease is the lease asked for when TTL is a shorter first grant (a
 	// Redis hand-off): the Keeper extends the grant to Lease when two thirds
 	// of TTL have passed, unless it was extended or renewed before. 0: TTL.
-	Lease  time.Duration
-	Ops    O
-	OnLost func(*Lease) // run (in its own goroutine) when the Lease is lost
+	Lease time.Duration
+	// MaxHold, if not 0, caps how long the hold may live from its grant,
+	// renewals and extensions included: at the cap it is lost
+	// (observe.LostMaxHold) and released in the store (Options.MaxHold).
+	MaxHold time.Duration
+	Ops     O
+	OnLost  func(*Lease) // run (in its own goroutine) when the Lease is lost
 }
 
 // grant is a Grant as the Keeper keeps it.
@@ -75,7 +79,7 @@ type grant struct {
 	storeCounts, renewed        bool
 	token                       int64
 	sent                        time.Time
-	ttl, lease                  time.Duration
+	ttl, lease, maxHold         time.Duration
 	session                     any
 	ops                         GrantOps
 	onLost                      func(*Lease)
@@ -83,5 +87,5 @@ type grant struct {
 
 func (g Grant[O]) kept() grant {
 	return grant{shape: g.Shape, name: g.Name, key: g.Key, owner: g.Owner, id: g.ID, storeCounts: g.StoreCounts, renewed: g.Renewed,
-		token: g.Token, sent: g.Sent, ttl: g.TTL, lease: g.Lease, session: g.Session, ops: g.Ops, onLost: g.OnLost}
+		token: g.Token, sent: g.Sent, ttl: g.TTL, lease: g.Lease, maxHold: g.MaxHold, session: g.Session, ops: g.Ops, onLost: g.OnLost}
 }

@@ -30,6 +30,7 @@ type hold struct {
 
 	// Under k.mu:
 	deadline time.Time
+	cap      time.Time   // the latest the deadline may be (MaxHold); zero: none
 	idx      int         // in k.due; -1 once it left (ended)
 	topUp    *time.Timer // set while a short first grant awaits its extension
 	leases   []*Lease    // the Leases sharing the hold (backed by one while there is one)
@@ -162,6 +163,9 @@ func (h *hold) renewalCount() int {
 }
 
 func (h *hold) expiryReason() observe.LostReason {
+	if !h.cap.IsZero() && !h.deadline.Before(h.cap) {
+		return observe.LostMaxHold
+	}
 	if h.g.renewed {
 		return observe.LostUnreachable
 	}
@@ -192,6 +196,9 @@ func (h *hold) pastDeadline() {
 	marked, renewals := k.end(h, reason)
 	k.mu.Unlock()
 	h.report(reason, marked, renewals)
+	if reason == observe.LostMaxHold {
+		go giveBack(context.Background(), h.g.ops) // free the lock for others: its holder is past its cap
+	}
 }
 
 // report tells the observer and the log that the hold was lost, ending

@@ -58,3 +58,13 @@ type Waiter struct {
 	// long as its session (etcd, ZooKeeper).
 	Deadline time.Duration
 }
+
+// Removal is what a backend client's ForceUnlock removed.
+type Removal struct {
+	// Info is the lock as Inspect read it just before the removal (Shape
+	// "" and no Holders when its key was not of a shape Inspect knows).
+	Info
+	// Keys are the keys deleted, sorted; empty when nothing was held.
+	// The fence counter is never among them.
+	Keys []string
+}

@@ -158,9 +158,44 @@ func (k *Keeper[O]) Closed() bool {
 	return k.k.closed
 }
 
+// StartAcquire begins an Acquire call of shape on name. It returns the
+// context the call's store requests run under (the Observer's span when it
+// is an observe.Tracer; ctx itself otherwise: give the Lease ctx, not this
+// one) and the Call, whose Done must be called exactly once with the
+// call's outcome.
+func (k *Keeper[O]) StartAcquire(ctx context.Context, shape, name string) (context.Context, Call) {
+	c := Call{obs: k.k.observer, shape: shape, name: name, start: time.Now()}
+	if t, ok := k.k.observer.(observe.Tracer); ok {
+		ctx, c.end = t.StartAcquire(ctx, shape, name)
+	}
+	return ctx, c
+}
+
+// Call is one Acquire call in progress (Keeper.StartAcquire).
+type Call struct {
+	obs         observe.Observer
+	shape, name string
+	start       time.Time
+	end         func(observe.AcquireEvent) // a Tracer's
+}
+
+// Done reports the call's end with err (nil: acquired) as its AcquireEvent.
+func (c Call) Done(err error) {
+	ev := acquireEvent(c.shape, c.name, c.start, err)
+	if c.end != nil {
+		c.end(ev)
+		return
+	}
+	c.obs.ObserveAcquire(ev)
+}
+
 // Acquired reports an Acquire call that started at start and ended with err
-// (nil: acquired) to the Observer.
+// (nil: acquired) to the Observer (StartAcquire does it for a traced call).
 func (k *Keeper[O]) Acquired(shape, name string, start time.Time, err error) {
+	k.k.observer.ObserveAcquire(acquireEvent(shape, name, start, err))
+}
+
+func acquireEvent(shape, name string, start time.Time, err error) observe.AcquireEvent {
 	ev := observe.AcquireEvent{Shape: shape, Name: name, Result: observe.Acquired, Wait: time.Since(start)}
 	switch {
 	case err == nil:
@@ -169,7 +204,7 @@ func (k *Keeper[O]) Acquired(shape, name string, start time.Time, err error) {
 	default:
 		ev.Result, ev.Err = observe.AcquireErr, err
 	}
-	k.k.observer.ObserveAcquire(ev)
+	return ev
 }
 
 // keeper is a Keeper's state, whatever the backend's GrantOps.
@@ -215,6 +250,10 @@ func (k *keeper) lease(ctx context.Context, g grant) (*Lease, error) {
 		full = g.lease
 	}
 	h := &hold{k: k, g: g, since: time.Now(), deadline: deadline}
+	if g.maxHold > 0 {
+		h.cap = g.sent.Add(g.maxHold)
+		h.deadline = minTime(h.deadline, h.cap)
+	}
 	h.g.ttl = full
 	l := &h.first
 	l.init(h, ctx, g.owner, g.onLost)
@@ -329,8 +368,12 @@ func (k *keeper) unregister(h *hold) {
 	}
 }
 
-// moveDeadline sets h's deadline to d; k.mu is held.
+// moveDeadline sets h's deadline to d (at most its MaxHold cap); k.mu is
+// held.
 func (k *keeper) moveDeadline(h *hold, d time.Time) {
+	if !h.cap.IsZero() {
+		d = minTime(d, h.cap)
+	}
 	h.deadline = d
 	if h.idx >= 0 {
 		heap.Fix(&k.due, h.idx)
@@ -381,7 +424,17 @@ func (k *keeper) expire() {
 	k.mu.Unlock()
 	for _, e := range ended {
 		e.h.report(e.reason, e.leases, e.renewals)
+		if e.reason == observe.LostMaxHold {
+			go giveBack(context.Background(), e.h.g.ops) // free the lock for others: its holder is past its cap
+		}
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // lose ends h as lost and reports it; false if it had already ended.

@@ -27,6 +27,7 @@ const (
 	optReplicaAckConnected
 	optOnLost
 	optQueueTimeout
+	optMaxHold
 )
 
 // The options' constructors; package dlock re-exports them with their
@@ -36,6 +37,7 @@ func Wait(d time.Duration) Option         { return Option{kind: optWait, d: d} }
 func LeaseTime(d time.Duration) Option    { return Option{kind: optLease, d: d} }
 func QueueTimeout(d time.Duration) Option { return Option{kind: optQueueTimeout, d: d} }
 func OnLost(f func(*Lease)) Option        { return Option{kind: optOnLost, f: f} }
+func MaxHold(d time.Duration) Option      { return Option{kind: optMaxHold, d: d} }
 func ReplicaAck(n int, timeout time.Duration) Option {
 	return Option{kind: optReplicaAck, n: n, d: timeout}
 }
@@ -60,6 +62,9 @@ type Options struct {
 	// for refuses them (see Portable).
 	Replicas    int
 	ReplicaWait time.Duration
+	// MaxHold caps how long the lease may be held, renewals and Extends
+	// included (0: no cap); pass it on as Grant.MaxHold.
+	MaxHold time.Duration
 }
 
 // ParseOptions reads opts. It returns an error wrapping ErrInvalidArgument
@@ -119,6 +124,11 @@ func (o *Options) apply(opt Option) error {
 			return fmt.Errorf("%w: queue timeout %v (want >= 30ms)", ErrInvalidDuration, opt.d)
 		}
 		o.QueueTimeout = opt.d
+	case optMaxHold:
+		if opt.d < time.Millisecond {
+			return fmt.Errorf("%w: max hold %v (want >= 1ms)", ErrInvalidDuration, opt.d)
+		}
+		o.MaxHold = opt.d
 	}
 	return nil
 }

@@ -1,0 +1,167 @@
+// Package election runs a function on exactly one of the replicas that
+// campaign for the same name at a time, on any dlock backend (Redis,
+// etcdlock, zklock): what etcd's concurrency.Election and Curator's
+// LeaderSelector give, with the fencing token of each term and the
+// lost-lock signal of dlock.
+//
+// Leadership is a lock: a replica leads while it holds it, kept by its
+// backend's renewals (the watchdog, a session). A leader that loses it (its
+// store cut off, paused, or the lock taken) sees its term's Context
+// cancelled with cause dlock.ErrLockLost before another replica can be
+// granted the lock, and campaigns again. Every term carries the token the
+// lock was granted with: strictly increasing from one term to the next, so
+// a storage that fences on it rejects a deposed leader's late writes.
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/seam"
+)
+
+// Election is one name's election, seen from one replica: a lock of the
+// backend (typically its Mutex) that decides who leads, and the backend
+// client's Inspector to observe who does.
+type Election struct {
+	lock dlock.Locker
+	insp seam.Inspector
+	opts []dlock.Option
+}
+
+// New returns the election decided by lock, observed through insp (the
+// backend client lock came from: every backend client is an Inspector).
+// opts are the options of every campaign's Acquire (dlock.MaxHold caps a
+// term, dlock.QueueTimeout, ...; a campaign waits for as long as its ctx
+// allows; with dlock.Wait, one that waited that long campaigns again).
+func New(lock dlock.Locker, insp seam.Inspector, opts ...dlock.Option) *Election {
+	return &Election{lock: lock, insp: insp, opts: opts}
+}
+
+// Term is one replica's time as leader.
+type Term struct {
+	// Context is cancelled when the term ends: leadership lost (cause
+	// dlock.ErrLockLost), or the ctx given to Lead done.
+	Context context.Context
+	// Token is the lock's fencing token for this term.
+	Token int64
+	// Since is when the term began (this replica's clock).
+	Since time.Time
+	// Lease is the lock held for the term.
+	Lease *dlock.Lease
+}
+
+// Lead campaigns until ctx is done. Each time this replica is elected, it
+// runs fn with the term (run the leader's work under term.Context, and
+// return when it is cancelled); when fn returns, the term ends and the
+// lock is released. If fn returns nil or the term was lost, Lead campaigns
+// again; if fn returns another error, Lead ends with it. Lead returns ctx's
+// error when ctx is done (the lock released if it was held), an error of
+// the backend that makes campaigning impossible (bad input, a closed
+// client), or fn's error.
+func (e *Election) Lead(ctx context.Context, fn func(term Term) error) error {
+	if fn == nil || e.lock == nil {
+		return fmt.Errorf("dlock: lead: %w: nil function or lock", dlock.ErrInvalidArgument)
+	}
+	for {
+		l, err := e.lock.Acquire(ctx, e.opts...)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, dlock.ErrNotAcquired):
+			// a Wait among the options ran out: campaign again
+			continue
+		case errors.Is(err, dlock.ErrInvalidName), errors.Is(err, dlock.ErrInvalidArgument),
+			errors.Is(err, dlock.ErrInvalidDuration), errors.Is(err, dlock.ErrClosed):
+			return err
+		default: // the store failed: try again after a moment
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(retryAfter):
+			}
+			continue
+		}
+		ferr := fn(Term{Context: l.Context(), Token: l.Token(), Since: time.Now(), Lease: l})
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		uerr := l.Unlock(uctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case ferr != nil && !errors.Is(ferr, dlock.ErrLockLost) && !errors.Is(ferr, context.Canceled):
+			return ferr
+		case uerr != nil && !errors.Is(uerr, dlock.ErrLockLost):
+			// the release failed: the lock expires by itself; campaign again
+		}
+	}
+}
+
+// retryAfter is how long Lead waits before campaigning again after its
+// store failed.
+const retryAfter = 200 * time.Millisecond
+
+// Leader describes who leads an election right now.
+type Leader struct {
+	// Leading: someone holds the lock.
+	Leading bool
+	// Holder is the leader as its backend describes it: its id, host, pid,
+	// label, since when, and Fence, the token of its term.
+	Holder seam.Holder
+}
+
+// Leader reads who leads now.
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	if e.insp == nil {
+		return Leader{}, fmt.Errorf("dlock: leader: %w: no Inspector", dlock.ErrInvalidArgument)
+	}
+	info, err := e.insp.Inspect(ctx, e.lock.Name())
+	if err != nil {
+		return Leader{}, err
+	}
+	if !info.Held || len(info.Holders) == 0 {
+		return Leader{}, nil
+	}
+	return Leader{Leading: true, Holder: info.Holders[0]}, nil
+}
+
+// Observe sends who leads, first now and then at every change (a new
+// leader, or none), reading it every interval (at least 10 ms) until ctx
+// is done, when it closes the channel. A reader that falls behind misses
+// intermediate leaders, never the latest. Errors reading the store are
+// skipped (the next reading retries).
+func (e *Election) Observe(ctx context.Context, every time.Duration) <-chan Leader {
+	every = max(every, 10*time.Millisecond)
+	out := make(chan Leader, 1)
+	go func() {
+		defer close(out)
+		var last Leader
+		first := true
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			if now, err := e.Leader(ctx); err == nil && (first || changed(last, now)) {
+				first, last = false, now
+				select { // keep only the latest
+				case <-out:
+				default:
+				}
+				out <- now
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return out
+}
+
+func changed(a, b Leader) bool {
+	return a.Leading != b.Leading || a.Holder.ID != b.Holder.ID || a.Holder.Fence != b.Holder.Fence
+}

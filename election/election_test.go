@@ -1,0 +1,209 @@
+package election_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/election"
+	"github.com/dlockgo/dlock/internal/leakcheck"
+	"github.com/dlockgo/dlock/internal/redisproc"
+	"github.com/dlockgo/dlock/internal/redistest"
+	"github.com/dlockgo/dlock/internal/witness"
+	"github.com/redis/go-redis/v9"
+)
+
+// exampleAddr is a redis-server shared by the Example functions.
+var exampleAddr string
+
+func TestMain(m *testing.M) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	srv, err := redisproc.Start(ctx, redisproc.Options{})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	exampleAddr = srv.Addr()
+	code := m.Run()
+	_ = srv.Close()
+	if code == 0 {
+		if err := leakcheck.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func ExampleElection_Lead() {
+	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	defer rdb.Close()
+	c, err := dlock.New(rdb)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	e := election.New(c.Mutex("scheduler"), c)
+	err = e.Lead(ctx, func(term election.Term) error {
+		// Only one replica gets here at a time. Do the leader's work under
+		// term.Context (cancelled if leadership is lost), and fence the
+		// writes it makes with term.Token.
+		fmt.Println("leading, token > 0:", term.Token > 0)
+		cancel() // this example stops after one term
+		<-term.Context.Done()
+		return nil
+	})
+	fmt.Println(err)
+	// Output:
+	// leading, token > 0: true
+	// context canceled
+}
+
+func newClient(t *testing.T, rdb *redis.Client) *dlock.Client {
+	t.Helper()
+	c, err := dlock.New(rdb, dlock.Config{WatchdogTimeout: 600 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Three replicas campaign: one leads at a time (an overlap witness over
+// the terms), every term's token is larger than the one before, and a
+// leader whose term ends (fn returns) lets the next one in.
+func TestOneLeaderAtATime(t *testing.T) {
+	rdb := redistest.Client(t, redistest.Start(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var w witness.Witness
+	var mu sync.Mutex
+	var tokens []int64
+	var wg sync.WaitGroup
+	for range 3 {
+		c := newClient(t, rdb)
+		e := election.New(c.Mutex("leader"), c)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := e.Lead(ctx, func(term election.Term) error {
+				w.Enter("leader")
+				mu.Lock()
+				tokens = append(tokens, term.Token)
+				mu.Unlock()
+				select {
+				case <-time.After(50 * time.Millisecond):
+				case <-term.Context.Done():
+				}
+				w.Exit("leader")
+				return nil
+			})
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Lead = %v, want the ctx's deadline", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := w.Overlaps(); n != 0 {
+		t.Fatalf("%d overlapping terms", n)
+	}
+	if len(tokens) < 5 {
+		t.Fatalf("%d terms in 3 s, want leadership to rotate", len(tokens))
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("term %d's token %d is not above the one before, %d", i, tokens[i], tokens[i-1])
+		}
+	}
+}
+
+// A leader that loses its lock (deleted behind its back) sees its term's
+// Context cancelled with cause ErrLockLost; another replica leads, and
+// Observe reports the new leader with its token.
+func TestLeaderLossAndObserve(t *testing.T) {
+	rdb := redistest.Client(t, redistest.Start(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, b := newClient(t, rdb), newClient(t, rdb)
+	ea, eb := election.New(a.Mutex("ldr"), a), election.New(b.Mutex("ldr"), b)
+	obs := eb.Observe(ctx, 20*time.Millisecond)
+	if first := <-obs; first.Leading {
+		t.Fatalf("a leader before anyone campaigned: %+v", first)
+	}
+	aLeads, aLost := make(chan election.Term, 1), make(chan error, 1)
+	go ea.Lead(ctx, func(term election.Term) error {
+		aLeads <- term
+		<-term.Context.Done()
+		aLost <- context.Cause(term.Context)
+		<-ctx.Done() // stay out of the way: a does not campaign again until the end
+		return ctx.Err()
+	})
+	term := <-aLeads
+	seen := waitLeader(t, obs, func(l election.Leader) bool { return l.Leading && l.Holder.Fence == term.Token })
+	if seen.Holder.PID == 0 || seen.Holder.Host == "" {
+		t.Fatalf("Observe: no holder metadata in %+v", seen)
+	}
+	bLeads := make(chan election.Term, 1)
+	go eb.Lead(ctx, func(term election.Term) error {
+		bLeads <- term
+		<-term.Context.Done()
+		return nil
+	})
+	if err := rdb.Del(ctx, "dlock:{ldr}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case cause := <-aLost:
+		if !errors.Is(cause, dlock.ErrLockLost) {
+			t.Fatalf("the deposed leader's cause: %v", cause)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the leader was not told it lost its lock")
+	}
+	var bt election.Term
+	select {
+	case bt = <-bLeads:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no new leader after the loss")
+	}
+	if bt.Token <= term.Token {
+		t.Fatalf("new term's token %d not above the old %d", bt.Token, term.Token)
+	}
+	waitLeader(t, obs, func(l election.Leader) bool { return l.Leading && l.Holder.Fence == bt.Token })
+}
+
+func waitLeader(t *testing.T, obs <-chan election.Leader, want func(election.Leader) bool) election.Leader {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case l, ok := <-obs:
+			if !ok {
+				t.Fatal("Observe closed")
+			}
+			if want(l) {
+				return l
+			}
+		case <-deadline:
+			t.Fatal("Observe did not report the leader")
+		}
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	if err := election.New(nil, nil).Lead(context.Background(), func(election.Term) error { return nil }); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Fatalf("nil lock: %v", err)
+	}
+	rdb := redistest.Client(t, redistest.Start(t))
+	c := newClient(t, rdb)
+	if err := election.New(c.Mutex(""), c).Lead(context.Background(), func(election.Term) error { return nil }); !errors.Is(err, dlock.ErrInvalidName) {
+		t.Fatalf("empty name: %v", err)
+	}
+}
