@@ -9,27 +9,36 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/seam"
 	"github.com/go-zookeeper/zk"
 )
 
 // request is one Acquire call of some shape.
 type request struct {
-	shape   string // for events and errors: "mutex", "lock", "read", "write", "semaphore"
-	family  string // the directory family: "lock" or "semaphore"
-	name    string
-	kind    byte
-	permits int    // a semaphore's permits
-	key     string // reentrant join key; "" for none
-	owner   string
+	shape     string   // for events, errors and Inspect: "mutex", "lock", "rw_read", "rw_write", "semaphore", "multi"
+	family    string   // the directory family: familyLock or familySemaphore
+	name      string   // the lock's name (a MultiLock's: its members joined by ",")
+	names     []string // a MultiLock's members, in canonical order; nil for the other shapes
+	kind      byte
+	permits   int  // a semaphore's permits
+	reentrant bool // re-entered by its owner (through the Keeper); its nodes record their owner
+	owner     string
+	carried   bool // the owner came with ctx (it may hold something already)
 }
+
+// The directory families: one directory per lock name and family.
+const (
+	familyLock      = "lock"      // Mutex, Lock, RWLock, MultiLock members
+	familySemaphore = "semaphore" // Semaphore permits
+)
 
 // admitted decides from the queue whether me holds the lock; if not, it
 // returns the member to watch ("" : watch the whole directory).
-func (r *request) admitted(c *Client, q []member, me int) (bool, string) {
+func (r *request) admitted(c *Client, dir string, q []member, me int) (bool, string) {
 	switch r.kind {
 	case kindRead: // no writer before it (but the owner's own write hold)
 		for i := me - 1; i >= 0; i-- {
-			if q[i].kind == kindWrite && !c.ownedBy(r.dirPath(c)+"/"+q[i].name, r.owner) {
+			if q[i].kind == kindWrite && !c.ownedBy(dir, q[i].name, r.owner) {
 				return false, q[i].name
 			}
 		}
@@ -47,55 +56,68 @@ func (r *request) admitted(c *Client, q []member, me int) (bool, string) {
 	}
 }
 
-func (r *request) dirPath(c *Client) string { return c.dir(r.family, r.name) }
-
-// acquire runs one Acquire call: check the input, join a reentrant hold
-// of the same owner, else queue a node and wait for it to be granted.
+// acquire runs one Acquire call: check the input, re-enter a hold of the
+// same owner, else queue a node and wait for it to be granted.
 func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (l *dlock.Lease, err error) {
 	start := time.Now()
-	defer func() { c.keeper.Acquired(r.shape, r.name, start, err) }()
 	if ctx == nil {
-		return nil, opErr("acquire", r.name, fmt.Errorf("%w: nil context", dlock.ErrInvalidArgument))
+		err := seam.Wrap("acquire", r.shape, r.name, fmt.Errorf("%w: nil context", dlock.ErrInvalidArgument))
+		c.keeper.Acquired(r.shape, r.name, start, err)
+		return nil, err
 	}
-	if err := dlock.CheckName(r.name); err != nil {
-		return nil, opErr("acquire", r.name, err)
+	sctx, call := c.keeper.StartAcquire(ctx, r.shape, r.name) // sctx: the store's requests'; ctx: the Lease's
+	defer func() { call.Done(err) }()
+	if err := r.check(); err != nil {
+		return nil, seam.Wrap("acquire", r.shape, r.name, err)
 	}
-	o, err := dlock.ParseOptions(opts)
+	o, err := seam.ParseOptions(opts)
+	if err == nil {
+		err = o.Portable()
+	}
+	if err == nil && o.QueueTimeout != 0 && o.QueueTimeout < c.timeout {
+		err = fmt.Errorf("%w: queue timeout %v is shorter than the session timeout %v (a waiter's place lives as long as its session: shorten the session timeout instead)",
+			dlock.ErrInvalidDuration, o.QueueTimeout, c.timeout)
+	}
 	if err != nil {
-		return nil, opErr("acquire", r.name, err)
-	}
-	if r.kind == kindPermit && r.permits < 1 {
-		return nil, opErr("acquire", r.name, fmt.Errorf("%w: %d permits", dlock.ErrInvalidArgument, r.permits))
+		return nil, seam.Wrap("acquire", r.shape, r.name, err)
 	}
 	if c.closed() {
-		return nil, opErr("acquire", r.name, dlock.ErrClosed)
+		return nil, seam.Wrap("acquire", r.shape, r.name, dlock.ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, opErr("acquire", r.name, err)
+		return nil, seam.Wrap("acquire", r.shape, r.name, err)
 	}
-	r.owner = dlock.OwnerOf(ctx)
-	if r.shape == "lock" {
-		r.key = r.name + "\x00" + r.owner
-		// One acquisition per owner and name at a time: a second one of
-		// the same owner re-enters once the first is granted instead of
-		// queueing behind it.
-		leave, err := c.enter(ctx, r.key)
+	r.owner = seam.CarriedOwner(ctx)
+	r.carried = r.owner != ""
+	key := ""
+	if r.reentrant {
+		if !r.carried {
+			r.owner = seam.OwnerOf(ctx) // a new owner: it holds nothing yet
+		}
+		key = r.shape + "\x00" + r.name + "\x00" + r.owner
+	}
+	if r.reentrant && r.carried {
+		// One acquisition per owner and key at a time: a second one of the
+		// same owner re-enters once the first is granted instead of
+		// queueing behind it. (A new owner cannot have another acquisition
+		// in progress.)
+		l, done, err := c.keeper.Enter(ctx, key, r.owner, c.onLost(o.OnLost))
 		if err != nil {
-			return nil, opErr("acquire", r.name, err)
+			return nil, seam.Wrap("acquire", r.shape, r.name, err)
 		}
-		defer leave()
-		if n := c.rejoin(r.key); n != nil {
-			return c.grant(ctx, r, n, time.Time{}, o) // the hold's own deadline stands
+		if l != nil {
+			return l, nil // re-entered: the hold's own deadline stands
 		}
-	}
-	if r.kind == kindWrite && r.family == "lock" && c.holdsRead(r.dirPath(c), r.owner) {
-		return nil, opErr("acquire", r.name, dlock.ErrUpgrade)
+		defer done()
+		if err := c.selfBlocked(r); err != nil {
+			return nil, seam.Wrap("acquire", r.shape, r.name, err)
+		}
 	}
 	var until time.Time // the end of the wait; zero: until ctx is done
 	if o.Wait >= 0 {
 		until = start.Add(o.Wait)
 	}
-	n, sent, err := c.wait(ctx, r, until)
+	n, sent, err := c.wait(sctx, r, until, o)
 	if err != nil {
 		switch {
 		case errors.Is(err, errClosed):
@@ -103,50 +125,119 @@ func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (
 		case errors.Is(err, errWaitOver):
 			err = dlock.ErrNotAcquired
 		}
-		return nil, opErr("acquire", r.name, err)
+		return nil, seam.StoreErr(ctx, "acquire", r.shape, r.name, err)
 	}
-	return c.grant(ctx, r, n, sent, o)
+	return c.grant(ctx, r, key, n, sent, o)
 }
 
-var errWaitOver = errors.New("zklock: wait over")
+// check returns why r cannot be acquired, or nil.
+func (r *request) check() error {
+	if r.names == nil {
+		if err := seam.CheckName(r.name); err != nil {
+			return err
+		}
+		if r.kind == kindPermit && r.permits < 1 {
+			return fmt.Errorf("%w: %d permits", dlock.ErrInvalidArgument, r.permits)
+		}
+		return nil
+	}
+	if len(r.names) == 0 {
+		return fmt.Errorf("%w: a MultiLock needs at least one name", dlock.ErrInvalidArgument)
+	}
+	for i, n := range r.names {
+		if err := seam.CheckName(n); err != nil {
+			return err
+		}
+		if i > 0 && n == r.names[i-1] {
+			return fmt.Errorf("%w: name %q appears twice in a MultiLock", dlock.ErrInvalidArgument, n)
+		}
+	}
+	return nil
+}
 
-// wait queues a node for r and returns it once granted, with the send time
-// of the request that confirmed it (its session was alive then). On any
-// error its node is deleted.
-func (c *Client) wait(ctx context.Context, r *request, until time.Time) (*node, time.Time, error) {
-	dir := r.dirPath(c)
+// nodeOwner is the owner r's nodes record: its owner if it is reentrant.
+func (r *request) nodeOwner() string {
+	if r.reentrant {
+		return r.owner
+	}
+	return ""
+}
+
+// members returns the names r queues on: a MultiLock's members, or r's
+// name.
+func (r *request) members() []string {
+	if r.names != nil {
+		return r.names
+	}
+	return []string{r.name}
+}
+
+// selfBlocked returns an error if r's owner already holds a node, through
+// this client, that r would wait behind for ever: a read hold before a
+// write (dlock.ErrUpgrade), or an exclusive hold of another reentrant
+// shape (a Lock and a MultiLock member, say) that r cannot re-enter. A
+// reader may read under its own write hold (see admitted). A Mutex or a
+// Semaphore has no owner: its holder waits like anyone.
+func (c *Client) selfBlocked(r *request) error {
+	if r.kind == kindRead {
+		return nil
+	}
+	for _, name := range r.members() {
+		switch c.ownKind(c.dir(r.family, name), r.owner) {
+		case kindRead:
+			return dlock.ErrUpgrade
+		case kindWrite:
+			return fmt.Errorf("%w: the owner holds %q already through another shape, which this one would wait for", dlock.ErrInvalidArgument, name)
+		}
+	}
+	return nil
+}
+
+var errWaitOver = errors.New("wait over")
+
+// wait queues a node for r (a MultiLock: one on each member, in one
+// transaction) and returns it once granted, with the send time of the
+// request that confirmed it (its session was alive then). On any error its
+// nodes are deleted.
+func (c *Client) wait(ctx context.Context, r *request, until time.Time, o seam.Options) (*node, time.Time, error) {
+	names := r.members()
+	dirs := make([]string, len(names))
+	for i, name := range names {
+		dirs[i] = c.dir(r.family, name)
+	}
+	data := c.nodeData(r, o)
 	for {
 		attempt := newAttempt()
-		got, sid, err := c.create(ctx, dir, r.kind, attempt, r.owner)
+		got, sid, err := c.create(ctx, dirs, r.kind, attempt, data)
 		if err != nil {
 			return nil, time.Time{}, err
 		}
-		n := &node{c: c, name: r.name, attempt: attempt, path: got.path, kind: r.kind, owner: r.owner, sid: sid, czxid: got.czxid, count: 1}
-		sent, err := c.await(ctx, r, n, until)
+		n := &node{c: c, attempt: attempt, path: got.paths[0], more: got.paths[1:], kind: r.kind, owner: r.nodeOwner(), sid: sid, czxid: got.czxid}
+		var sent time.Time
+		for i, dir := range dirs {
+			if sent, err = c.await(ctx, r, dir, got.paths[i], sid, attempt, until); err != nil {
+				break
+			}
+		}
 		if err == nil {
 			return n, sent, nil
 		}
+		c.giveUp(n)
 		if !errors.Is(err, errNodeGone) {
-			c.giveUp(n)
 			return nil, time.Time{}, err
 		}
-		// The node vanished (the session expired, or it was deleted): queue again.
+		// A node vanished (the session expired, or it was deleted): queue again.
 	}
 }
 
-var errNodeGone = errors.New("zklock: our node is gone")
+var errNodeGone = errors.New("our node is gone")
 
-// await waits until n is granted, watching only what it waits for.
-func (c *Client) await(ctx context.Context, r *request, n *node, until time.Time) (time.Time, error) {
-	dir := r.dirPath(c)
-	me := n.path[len(dir)+1:]
+// await waits until path, r's node in dir, is granted, watching only what
+// it waits for.
+func (c *Client) await(ctx context.Context, r *request, dir, path string, sid int64, attempt string, until time.Time) (time.Time, error) {
+	me := path[len(dir)+1:]
 	backoff := 20 * time.Millisecond
 	var over <-chan time.Time // the end of the wait
-	if !until.IsZero() {
-		t := time.NewTimer(time.Until(until))
-		defer t.Stop()
-		over = t.C
-	}
 	for {
 		sent := time.Now()
 		children, err := call(ctx, c, func() ([]string, error) {
@@ -163,7 +254,7 @@ func (c *Client) await(ctx context.Context, r *request, n *node, until time.Time
 		if err != nil {
 			return time.Time{}, err
 		}
-		if c.conn.SessionID() != n.sid {
+		if c.conn.SessionID() != sid {
 			return time.Time{}, errNodeGone
 		}
 		q := queue(children)
@@ -178,11 +269,11 @@ func (c *Client) await(ctx context.Context, r *request, n *node, until time.Time
 			return time.Time{}, errNodeGone
 		}
 		for _, m := range q[:pos] { // a twin of ours (a create applied late) blocks nobody
-			if m.name != me && strings.Contains(m.name, "-"+n.attempt+"-") {
-				go c.deletePath(dir+"/"+m.name, n.sid)
+			if strings.Contains(m.name, "-"+attempt+"-") {
+				go c.deletePath(dir+"/"+m.name, sid)
 			}
 		}
-		ok, watch := r.admitted(c, q, pos)
+		ok, watch := r.admitted(c, dir, q, pos)
 		if ok {
 			return sent, nil
 		}
@@ -191,6 +282,11 @@ func (c *Client) await(ctx context.Context, r *request, n *node, until time.Time
 		}
 		if !until.IsZero() && !time.Now().Before(until) {
 			return time.Time{}, errWaitOver
+		}
+		if over == nil && !until.IsZero() {
+			t := time.NewTimer(time.Until(until))
+			defer t.Stop()
+			over = t.C
 		}
 		ev, err := c.watch(ctx, dir, watch, children)
 		if retryable(err) {
@@ -209,10 +305,13 @@ func (c *Client) await(ctx context.Context, r *request, n *node, until time.Time
 			// Look again even without an event: a watch is re-set after a
 			// reconnection, but the queue must never hang on one.
 		case <-over:
+			recheck.Stop()
 			return time.Time{}, errWaitOver
 		case <-ctx.Done():
+			recheck.Stop()
 			return time.Time{}, ctx.Err()
 		case <-c.done:
+			recheck.Stop()
 			return time.Time{}, errClosed
 		}
 		recheck.Stop()
@@ -253,54 +352,61 @@ func sameSet(a, b []string) bool {
 	return slices.Equal(a, b)
 }
 
-// giveUp deletes the node of an acquisition that will not be granted.
+// giveUp deletes the nodes of an acquisition that will not be granted.
 func (c *Client) giveUp(n *node) {
 	ctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
 	defer cancel()
-	if err := n.delete(ctx); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrSessionExpired) && ctx.Err() == nil {
-		go c.deletePath(n.path, n.sid) // keep trying while the session lasts
+	for _, p := range n.paths() {
+		if err := n.deleteOne(ctx, p); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrSessionExpired) && ctx.Err() == nil {
+			go c.deletePath(p, n.sid) // keep trying while the session lasts
+		}
 	}
 }
 
 // grant hands n to the Keeper and starts n's guard. A fixed lease no
 // longer than the session timeout is the grant's TTL; a longer one (or
 // none) is kept by the heartbeat, and a fixed one ended by a timer.
-func (c *Client) grant(ctx context.Context, r *request, n *node, sent time.Time, o dlock.Options) (*dlock.Lease, error) {
-	g := dlock.Grant{
-		Shape: r.shape, Name: r.name, Key: r.key, Owner: r.owner, ID: n.path[len(r.dirPath(c))+1:],
-		Token: n.czxid, Sent: sent, TTL: c.timeout, Renewed: true, Ops: n,
+func (c *Client) grant(ctx context.Context, r *request, key string, n *node, sent time.Time, o seam.Options) (*dlock.Lease, error) {
+	g := seam.Grant[*node]{
+		Shape: r.shape, Name: r.name, Key: key, Owner: r.owner, ID: n.path[strings.LastIndexByte(n.path, '/')+1:],
+		Token: n.czxid, Sent: sent, TTL: c.timeout, Renewed: true, Session: n.sid, MaxHold: o.MaxHold, Ops: n, OnLost: c.onLost(o.OnLost),
 	}
-	user := o.OnLost
-	g.OnLost = func(l *dlock.Lease) {
-		c.lost(n)
-		if user != nil {
-			user(l)
-		}
+	long := o.Lease > c.timeout
+	if o.Lease > 0 && !long {
+		g.TTL, g.Renewed, g.Session = o.Lease, false, nil
 	}
-	joined := n.count > 1
-	if o.Lease > 0 && !joined {
-		if o.Lease <= c.timeout {
-			g.TTL, g.Renewed = o.Lease, false
-			n.mu.Lock()
-			n.fixed = true
-			n.mu.Unlock()
-		} else {
-			end := sent.Add(o.Lease - dlock.Drift(o.Lease))
-			n.mu.Lock()
-			n.leaseEnd = time.AfterFunc(time.Until(end), func() { c.expire(n) })
-			n.mu.Unlock()
-		}
-	}
-	c.remember(n, r.key)
+	c.remember(n)
 	l, err := c.keeper.Lease(ctx, g)
 	if err != nil {
 		return nil, err
 	}
 	n.mu.Lock()
-	if n.fixed {
-		n.leases = append(n.leases, l)
+	n.hold = c.keeper.HoldOf(l)
+	if long && !n.gone {
+		end := sent.Add(o.Lease - seam.Drift(o.Lease))
+		n.leaseEnd = time.AfterFunc(time.Until(end), func() { c.expire(n) })
 	}
 	n.mu.Unlock()
 	c.startGuard(n)
 	return l, nil
+}
+
+// onLost returns the OnLost of a grant: the lost hold's nodes are deleted
+// (so they block nobody), then user runs.
+func (c *Client) onLost(user func(*dlock.Lease)) func(*dlock.Lease) {
+	if user == nil {
+		return c.lostFn
+	}
+	return c.lostHook(user)
+}
+
+func (c *Client) lostHook(user func(*dlock.Lease)) func(*dlock.Lease) {
+	return func(l *dlock.Lease) {
+		if h := c.keeper.HoldOf(l); h != nil {
+			c.lost(h.Ops())
+		}
+		if user != nil {
+			user(l)
+		}
+	}
 }

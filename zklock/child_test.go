@@ -37,7 +37,7 @@ func runChild() int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := Dial(ctx, parts[0], timeout)
+	c, err := Dial(ctx, parts[0], Config{SessionTimeout: timeout})
 	if err != nil {
 		fmt.Println("dial:", err)
 		return 1
@@ -81,6 +81,18 @@ type child struct {
 // once it holds the lock.
 func startChild(t *testing.T, addr, name string, timeout time.Duration) *child {
 	t.Helper()
+	ch := spawnChild(t, addr, name, timeout)
+	line := ch.line(t)
+	if _, err := fmt.Sscanf(line, "held %d", &ch.token); err != nil {
+		t.Fatalf("child: %q", line)
+	}
+	return ch
+}
+
+// spawnChild runs a would-be holder of name's mutex in a child process and
+// returns at once (it may wait in the queue).
+func spawnChild(t *testing.T, addr, name string, timeout time.Duration) *child {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+addr+"|"+name+"|"+timeout.String())
 	cmd.Stderr = os.Stderr
@@ -97,10 +109,6 @@ func startChild(t *testing.T, addr, name string, timeout time.Duration) *child {
 		io.Copy(io.Discard, out)
 		cmd.Wait()
 	})
-	line := ch.line(t)
-	if _, err := fmt.Sscanf(line, "held %d", &ch.token); err != nil {
-		t.Fatalf("child: %q", line)
-	}
 	return ch
 }
 

@@ -1,6 +1,6 @@
 // Package zklock is the ZooKeeper backend of dlock: Mutex, reentrant Lock,
-// RWLock and Semaphore, each a dlock.Locker returning the same *dlock.Lease
-// as the Redis shapes.
+// RWLock, Semaphore and MultiLock, returning the same *dlock.Lease as the
+// Redis shapes.
 //
 // A lock is a directory under the client's root; every acquisition is an
 // ephemeral sequential znode in it, granted in creation order. A waiter
@@ -19,24 +19,98 @@
 // A lease is lost too when its node is deleted from outside (an operator's
 // zkCli delete or force unlock): every held node is watched, and looked at
 // and watched again after each reconnection, so its holder is told within
-// a round trip of the deletion (dlock.LostDeletedOrTaken), not at its next
-// Verify or Unlock. The next waiter is granted the lock by the same
+// a round trip of the deletion (observe.LostDeletedOrTaken), not at its
+// next Verify or Unlock. The next waiter is granted the lock by the same
 // deletion: the two overlap for that round trip.
+//
+// A waiter's place in a queue lives as long as its session: a waiter that
+// goes silent (killed, paused, cut off) blocks the queue until the server
+// expires its session, at most the session timeout (plus one server tick)
+// later. dlock.QueueTimeout(d) is therefore met by the session timeout for
+// any d at least that long, and refused (ErrInvalidDuration) for a shorter
+// d: make the session timeout shorter instead (Config.SessionTimeout).
 package zklock
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/observe"
+	"github.com/dlockgo/dlock/seam"
 	"github.com/go-zookeeper/zk"
 )
 
-// DefaultRoot is the znode under which locks live unless Root says otherwise.
-const DefaultRoot = "/dlock"
+// Defaults of a Client.
+const (
+	// DefaultRoot is the znode under which locks live unless Config.Root
+	// says otherwise.
+	DefaultRoot = "/dlock"
+	// DefaultSessionTimeout is the session timeout Dial asks for unless
+	// Config.SessionTimeout says otherwise.
+	DefaultSessionTimeout = 10 * time.Second
+)
+
+// Config configures a Client (New, Dial). The zero Config is the defaults
+// written next to each field.
+type Config struct {
+	// Root is the znode under which locks live (default DefaultRoot): an
+	// absolute ZooKeeper path. Clients that share locks must share it.
+	Root string
+	// SessionTimeout, for Dial, is the session timeout asked for (default
+	// DefaultSessionTimeout, at least 10 ms); the server may grant a
+	// different one, and the client holds its leases by the smaller of the
+	// two. For New it is required: the timeout the server negotiated for
+	// the connection (if unsure, the smaller of the one asked for and the
+	// server's maxSessionTimeout). A lease is held for at most this long
+	// past the last request answered in the session.
+	SessionTimeout time.Duration
+	// ACL is the ACL of the nodes the client creates (default
+	// zk.WorldACL(zk.PermAll)).
+	ACL []zk.ACL
+	// Logger, if set, logs lost leases (Warn) and failed renewals (Debug).
+	// Without it the Client never logs.
+	Logger *slog.Logger
+	// Observer, if set, receives lock events (acquisitions, releases,
+	// losses, renewals) synchronously: it must be fast and safe for
+	// concurrent use (dlockprom, dlockotel).
+	Observer observe.Observer
+	// Label is added to the holder metadata that Inspect shows (service
+	// name, replica id). At most 256 bytes.
+	Label string
+
+	reconn *reconnects // Dial's, told by the connection's events
+}
+
+// check returns why cfg is invalid, or nil.
+func (cfg Config) check() error {
+	switch r := cfg.Root; {
+	case r != "" && (r[0] != '/' || (len(r) > 1 && r[len(r)-1] == '/') || strings.Contains(r, "//")):
+		return fmt.Errorf("%w: root %q is not an absolute znode path", dlock.ErrInvalidArgument, r)
+	case cfg.SessionTimeout != 0 && cfg.SessionTimeout < 10*time.Millisecond:
+		return fmt.Errorf("%w: session timeout %v (want >= 10ms)", dlock.ErrInvalidDuration, cfg.SessionTimeout)
+	case len(cfg.Label) > 256:
+		return fmt.Errorf("%w: label longer than 256 bytes", dlock.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// oneConfig returns the one Config of cfg (the zero Config for none), or
+// an error for more than one or an invalid one.
+func oneConfig(cfg []Config) (Config, error) {
+	if len(cfg) > 1 {
+		return Config{}, fmt.Errorf("%w: %d Configs (want at most one)", dlock.ErrInvalidArgument, len(cfg))
+	}
+	c := append(cfg, Config{})[0]
+	return c, c.check()
+}
 
 // Client hands out locks kept in one ZooKeeper session. It is safe for
 // concurrent use.
@@ -46,7 +120,10 @@ type Client struct {
 	root    string
 	timeout time.Duration
 	acl     []zk.ACL
-	keeper  *dlock.Keeper
+	meta    string // host|pid: the fixed part of holder metadata (see nodeData)
+	label   string
+	keeper  *seam.Keeper[*node]
+	lostFn  func(*dlock.Lease) // onLost without a user's OnLost, made once
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -55,106 +132,53 @@ type Client struct {
 	pollState bool        // the heartbeat tells reconn (New: no events of ours)
 	down      bool        // the heartbeat's: the connection was last seen down
 
-	mu        sync.Mutex
-	reentrant map[string]*node // live reentrant holds by owner key
-	live      map[string]*node // live granted nodes by path
-	gates     map[string]*gate // reentrant acquisitions in progress by owner key
+	mu       sync.Mutex
+	live     map[string][]*node // granted nodes by directory (an owner's own holds)
+	sessions map[int64]struct{} // the sessions holds were granted in
 }
 
-// Option configures New and Dial.
-type Option func(*config) error
-
-type config struct {
-	root     string
-	timeout  time.Duration
-	acl      []zk.ACL
-	observer dlock.Observer
-	logger   *slog.Logger
-	reconn   *reconnects // Dial's, told by the connection's events
-}
-
-// Root sets the znode under which locks live (default DefaultRoot). It must
-// be an absolute ZooKeeper path.
-func Root(path string) Option {
-	return func(c *config) error {
-		if path == "" || path[0] != '/' || (len(path) > 1 && path[len(path)-1] == '/') {
-			return fmt.Errorf("%w: zklock: root %q is not an absolute znode path", dlock.ErrInvalidArgument, path)
-		}
-		c.root = path
-		return nil
-	}
-}
-
-// SessionTimeout is the session timeout the server negotiated for conn
-// (New needs it: a lease is held for at most this long past the last
-// answered request). Dial sets it from the server's answer.
-func SessionTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 10*time.Millisecond {
-			return fmt.Errorf("%w: zklock: session timeout %v", dlock.ErrInvalidDuration, d)
-		}
-		c.timeout = d
-		return nil
-	}
-}
-
-// ACL sets the ACL of the nodes the client creates (default zk.WorldACL(zk.PermAll)).
-func ACL(acl []zk.ACL) Option {
-	return func(c *config) error {
-		if len(acl) == 0 {
-			return fmt.Errorf("%w: zklock: empty ACL", dlock.ErrInvalidArgument)
-		}
-		c.acl = acl
-		return nil
-	}
-}
-
-// WithObserver reports acquisitions, renewals, releases and losses to o.
-func WithObserver(o dlock.Observer) Option {
-	return func(c *config) error { c.observer = o; return nil }
-}
-
-// WithLogger logs losses (Warn) and failed renewals (Debug) to l.
-func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error { c.logger = l; return nil }
-}
-
-// New returns a Client that keeps its locks in conn's session. conn stays
-// the caller's: Close does not close it. SessionTimeout is required (the
-// timeout the server negotiated for conn; if unsure, the smaller of the one
-// asked for and the server's maxSessionTimeout). It returns an error
-// wrapping dlock.ErrInvalidArgument for a nil conn or a bad option.
-func New(conn *zk.Conn, opts ...Option) (*Client, error) {
+// New returns a Client that keeps its locks in conn's session, configured
+// by cfg (at most one Config, whose SessionTimeout is required: the
+// session timeout of conn). conn stays the caller's: Close does not close
+// it. It returns an error wrapping dlock.ErrInvalidArgument for a nil conn,
+// a missing SessionTimeout or a bad field (ErrInvalidDuration for a bad
+// duration).
+func New(conn *zk.Conn, cfg ...Config) (*Client, error) {
 	if conn == nil {
-		return nil, fmt.Errorf("%w: zklock: nil *zk.Conn", dlock.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: nil *zk.Conn", dlock.ErrInvalidArgument)
 	}
-	cfg := config{root: DefaultRoot, acl: zk.WorldACL(zk.PermAll)}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: zklock: nil option", dlock.ErrInvalidArgument)
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	c, err := oneConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.timeout == 0 {
-		return nil, fmt.Errorf("%w: zklock: New needs the SessionTimeout option (the session timeout of conn)", dlock.ErrInvalidArgument)
+	if c.SessionTimeout == 0 {
+		return nil, fmt.Errorf("%w: New needs Config.SessionTimeout (the session timeout of conn)", dlock.ErrInvalidArgument)
 	}
+	return newClient(conn, c), nil
+}
+
+func newClient(conn *zk.Conn, cfg Config) *Client {
+	host, _ := os.Hostname()
 	c := &Client{
-		conn: conn, root: cfg.root, timeout: cfg.timeout, acl: cfg.acl,
-		keeper:    dlock.NewKeeper(cfg.observer, cfg.logger),
-		done:      make(chan struct{}),
-		reentrant: make(map[string]*node),
-		live:      make(map[string]*node),
-		gates:     make(map[string]*gate),
-		reconn:    cfg.reconn,
+		conn: conn, root: cmp.Or(cfg.Root, DefaultRoot), timeout: cfg.SessionTimeout, acl: cfg.ACL,
+		keeper:   seam.NewKeeper[*node](cfg.Observer, cfg.Logger),
+		done:     make(chan struct{}),
+		live:     make(map[string][]*node),
+		sessions: make(map[int64]struct{}),
+		reconn:   cfg.reconn,
 	}
+	if len(c.acl) == 0 {
+		c.acl = zk.WorldACL(zk.PermAll)
+	}
+	c.meta = strings.ReplaceAll(host, "|", "_") + "|" + strconv.Itoa(os.Getpid())
+	c.label = cfg.Label
+	c.lostFn = c.lostHook(nil)
 	if c.reconn == nil {
 		c.reconn, c.pollState = newReconnects(), true
 	}
 	c.wg.Add(1)
 	go c.heartbeat()
-	return c, nil
+	return c
 }
 
 // SessionTimeout returns the session timeout the client holds its leases by.
@@ -163,7 +187,7 @@ func (c *Client) SessionTimeout() time.Duration { return c.timeout }
 // Conn returns the ZooKeeper connection.
 func (c *Client) Conn() *zk.Conn { return c.conn }
 
-// Close loses every lease of the client (dlock.LostClosed), deletes their
+// Close loses every lease of the client (observe.LostClosed), deletes their
 // nodes, and makes Acquire return dlock.ErrClosed. A client made by Dial
 // closes its connection too (its session ends). Close is idempotent.
 func (c *Client) Close() error {
@@ -191,8 +215,3 @@ func (c *Client) closed() bool {
 }
 
 var errClosed = errors.New("closed")
-
-// opErr names the operation and lock once, as dlock's own errors do.
-func opErr(op, name string, err error) error {
-	return fmt.Errorf("zklock: %s %q: %w", op, name, err)
-}

@@ -21,11 +21,11 @@ func TestConformance(t *testing.T) {
 		NewClient: func(t testing.TB) dlocktest.Client {
 			c := dial(t, 3*time.Second)
 			return dlocktest.Client{
-				Mutex:     c.Mutex,
-				Lock:      c.Lock,
-				Read:      func(name string) dlock.Locker { return c.RWLock(name).Read() },
-				Write:     func(name string) dlock.Locker { return c.RWLock(name).Write() },
-				Semaphore: c.Semaphore,
+				Mutex:     func(name string) dlock.Locker { return c.Mutex(name) },
+				Lock:      func(name string) dlock.Locker { return c.Lock(name) },
+				Read:      func(name string) dlock.Locker { return c.RWLock(name).ReadLock() },
+				Write:     func(name string) dlock.Locker { return c.RWLock(name).WriteLock() },
+				Semaphore: func(name string, permits int) dlock.Locker { return c.Semaphore(name, permits) },
 				Close:     c.Close,
 			}
 		},

@@ -1,6 +1,7 @@
 package zklock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -12,14 +13,20 @@ import (
 )
 
 // Dial connects to the ZooKeeper servers (a comma-separated list of
-// host:port) with the session timeout asked for, waits until the session is
-// established or ctx is done, and returns a Client that owns the
-// connection (Close closes it). The lease timing uses the timeout the
-// server negotiated, which may differ from the one asked for.
-func Dial(ctx context.Context, servers string, sessionTimeout time.Duration, opts ...Option) (*Client, error) {
-	if sessionTimeout < 10*time.Millisecond {
-		return nil, fmt.Errorf("%w: zklock: session timeout %v", dlock.ErrInvalidDuration, sessionTimeout)
+// host:port), asking for cfg's SessionTimeout (default
+// DefaultSessionTimeout), waits until the session is established or ctx is
+// done, and returns a Client that owns the connection (Close closes it).
+// The lease timing uses the smaller of the timeout asked for and the one
+// the server negotiated. It returns an error wrapping
+// dlock.ErrInvalidArgument for no server or a bad Config field
+// (ErrInvalidDuration for a bad duration), or ctx's error if the session
+// was not established in time.
+func Dial(ctx context.Context, servers string, cfg ...Config) (*Client, error) {
+	c, err := oneConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
+	asked := cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
 	var addrs []string
 	for _, a := range strings.Split(servers, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -27,12 +34,12 @@ func Dial(ctx context.Context, servers string, sessionTimeout time.Duration, opt
 		}
 	}
 	if len(addrs) == 0 {
-		return nil, fmt.Errorf("%w: zklock: no ZooKeeper server given", dlock.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: no ZooKeeper server given", dlock.ErrInvalidArgument)
 	}
 	neg := &negotiated{ch: make(chan struct{})}
-	conn, events, err := zk.Connect(addrs, sessionTimeout, zk.WithLogger(neg), zk.WithLogInfo(true))
+	conn, events, err := zk.Connect(addrs, asked, zk.WithLogger(neg), zk.WithLogInfo(true))
 	if err != nil {
-		return nil, fmt.Errorf("zklock: connecting to %s: %w", servers, err)
+		return nil, fmt.Errorf("dlock: connecting to ZooKeeper at %s: %w", servers, err)
 	}
 	back := newReconnects()
 	go func() { // the event channel is drained so it never fills
@@ -46,26 +53,16 @@ func Dial(ctx context.Context, servers string, sessionTimeout time.Duration, opt
 	case <-neg.ch:
 	case <-ctx.Done():
 		conn.Close()
-		return nil, fmt.Errorf("zklock: connecting to %s: %w", servers, ctx.Err())
+		return nil, fmt.Errorf("dlock: connecting to ZooKeeper at %s: %w", servers, ctx.Err())
 	}
 	// The timeout asked for bounds the one used: the server never grants a
 	// session more than it was asked unless the request was below its
 	// minimum, and then the shorter reading is the safe one.
-	timeout := min(neg.timeout(), sessionTimeout)
-	c, err := New(conn, append(opts, SessionTimeout(timeout), withReconnects(back))...)
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	c.owned = true
-	return c, nil
-}
-
-// withReconnects has the client's guards told of reconnections by r (Dial
-// signals r from the connection's events; a client made by New learns of
-// them from its heartbeat).
-func withReconnects(r *reconnects) Option {
-	return func(c *config) error { c.reconn = r; return nil }
+	c.SessionTimeout = min(neg.timeout(), asked)
+	c.reconn = back
+	cl := newClient(conn, c)
+	cl.owned = true
+	return cl, nil
 }
 
 // negotiated is the connection's logger: it learns the session timeout the

@@ -6,14 +6,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/observe"
 	"github.com/go-zookeeper/zk"
 )
 
 // The guard of a held node: one data watch per hold, set when the lock is
 // granted and set again after every reconnection, so a node deleted from
 // outside (an operator's zkCli delete, a force unlock) loses its hold at
-// once (dlock.LostDeletedOrTaken) instead of at the next Verify or Unlock.
+// once (observe.LostDeletedOrTaken) instead of at the next Verify or Unlock.
 //
 // One watch per hold, not one per lock directory: a node's data watch
 // fires once, when the node is deleted (or its data set), while a
@@ -51,8 +51,8 @@ func (r *reconnects) signal() {
 	r.ch = make(chan struct{})
 }
 
-// startGuard starts n's guard unless n is already gone or guarded, or the
-// client is closed.
+// startGuard starts n's guards (one per node: a MultiLock has several)
+// unless n is already gone or guarded, or the client is closed.
 func (c *Client) startGuard(n *node) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -65,20 +65,23 @@ func (c *Client) startGuard(n *node) {
 		return
 	}
 	n.stop = make(chan struct{})
-	c.wg.Add(1)
-	go c.guard(n, n.stop)
+	c.wg.Add(1 + len(n.more))
+	go c.guard(n, n.path, n.stop)
+	for _, p := range n.more {
+		go c.guard(n, p, n.stop)
+	}
 }
 
-// guard watches n until it is released or lost, or the client closes: its
-// deletion loses the hold, and so does the end of its session. While
-// ZooKeeper cannot be asked it asks again with a backoff, and soon after
-// the connection is back (see settle).
-func (c *Client) guard(n *node, stop <-chan struct{}) {
+// guard watches path, one of n's nodes, until n is released or lost, or
+// the client closes: its deletion loses the hold, and so does the end of
+// its session. While ZooKeeper cannot be asked it asks again with a
+// backoff, and soon after the connection is back (see settle).
+func (c *Client) guard(n *node, path string, stop <-chan struct{}) {
 	defer c.wg.Done()
 	backoff := 20 * time.Millisecond
 	for {
 		back := c.reconn.next() // before the look: a reconnection after it is seen
-		ev, reason, err := c.watchHeld(n)
+		ev, reason, err := c.watchHeld(n, path)
 		if err != nil {
 			if errors.Is(err, errClosed) {
 				return
@@ -113,7 +116,7 @@ func (c *Client) guard(n *node, stop <-chan struct{}) {
 				c.loseHeld(n, c.goneReason(n))
 				return
 			case zk.EventNotWatching: // the session expired or the connection was closed
-				c.loseHeld(n, dlock.LostExpired)
+				c.loseHeld(n, observe.LostExpired)
 				return
 			}
 			// Its data was set: watch it again.
@@ -151,10 +154,10 @@ func (c *Client) pause(d time.Duration, stop <-chan struct{}) bool {
 	}
 }
 
-// watchHeld sets a data watch on n's node and returns it; or the reason n
-// is lost when its node is gone or is another node; or an error when
-// ZooKeeper could not be asked.
-func (c *Client) watchHeld(n *node) (<-chan zk.Event, dlock.LostReason, error) {
+// watchHeld sets a data watch on path, one of n's nodes, and returns it;
+// or the reason n is lost when the node is gone or is another node; or an
+// error when ZooKeeper could not be asked.
+func (c *Client) watchHeld(n *node, path string) (<-chan zk.Event, observe.LostReason, error) {
 	type watched struct {
 		ev <-chan zk.Event
 		st *zk.Stat
@@ -162,7 +165,7 @@ func (c *Client) watchHeld(n *node) (<-chan zk.Event, dlock.LostReason, error) {
 	w, err := call(context.Background(), c, func() (watched, error) {
 		// GetW, not ExistsW: on a node that is already gone it sets no
 		// watch (ExistsW would leave a creation watch that never fires).
-		_, st, ev, err := c.conn.GetW(n.path)
+		_, st, ev, err := c.conn.GetW(path)
 		return watched{ev, st}, err
 	})
 	switch {
@@ -171,73 +174,27 @@ func (c *Client) watchHeld(n *node) (<-chan zk.Event, dlock.LostReason, error) {
 	case err != nil:
 		return nil, "", err
 	case w.st.Czxid != n.czxid || w.st.EphemeralOwner != n.sid:
-		return nil, dlock.LostDeletedOrTaken, nil // deleted, and another node made at its path
+		return nil, observe.LostDeletedOrTaken, nil // deleted, and another node made at its path
 	}
 	return w.ev, "", nil
 }
 
 // goneReason says why n's node is gone: its session ended, or someone
 // deleted it.
-func (c *Client) goneReason(n *node) dlock.LostReason {
+func (c *Client) goneReason(n *node) observe.LostReason {
 	if c.conn.SessionID() != n.sid {
-		return dlock.LostExpired
+		return observe.LostExpired
 	}
-	return dlock.LostDeletedOrTaken
+	return observe.LostDeletedOrTaken
 }
 
 // loseHeld loses n's hold with reason unless n was released or lost
-// already (its own release deletes the node too). A hold kept by the
-// heartbeat is lost through the Keeper; a fixed lease, which the Keeper
-// does not list, through Verify of one of its Leases, which finds the node
-// gone and loses the hold (its reason is then always LostDeletedOrTaken; a
-// fixed lease that outlived its session would be past its deadline anyway).
-func (c *Client) loseHeld(n *node, reason dlock.LostReason) {
+// already (its own release deletes the node too).
+func (c *Client) loseHeld(n *node, reason observe.LostReason) {
 	n.mu.Lock()
-	gone := n.gone
-	leases := n.leases
+	gone, h := n.gone, n.hold
 	n.mu.Unlock()
-	if gone {
-		return
-	}
-	for _, h := range c.keeper.Renewing() {
-		if h.Ops() == dlock.GrantOps(n) {
-			h.Lose(reason)
-			return
-		}
-	}
-	if reason != dlock.LostDeletedOrTaken {
-		return
-	}
-	for i := len(leases) - 1; i >= 0; i-- { // the newest first: the likeliest not unlocked
-		if !c.verifyLost(leases[i]) {
-			return
-		}
-	}
-}
-
-// verifyLost asks l's Verify until it answers (it loses the hold if the
-// node is gone) or l's lease ends; it reports false when no other Lease
-// needs asking (this one was held: lost now, or still held).
-func (c *Client) verifyLost(l *dlock.Lease) bool {
-	end := time.Now().Add(c.timeout)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
-		err := l.Verify(ctx)
-		cancel()
-		switch {
-		case errors.Is(err, dlock.ErrNotHeld):
-			return true // unlocked: the hold lives on in another Lease
-		case err == nil, errors.Is(err, dlock.ErrLockLost), errors.Is(err, dlock.ErrClosed):
-			return false
-		case time.Now().After(end):
-			return false
-		}
-		select {
-		case <-l.Done():
-			return false
-		case <-c.done:
-			return false
-		case <-time.After(50 * time.Millisecond):
-		}
+	if !gone && h != nil {
+		h.Lose(reason)
 	}
 }

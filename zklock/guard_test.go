@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/observe"
 	"github.com/go-zookeeper/zk"
 	"go.uber.org/goleak"
 )
@@ -25,9 +26,9 @@ func firstNode(t *testing.T, c *Client, family, name string) string {
 }
 
 // deletedOrTaken reports whether err is a loss for the reason
-// dlock.LostDeletedOrTaken.
+// observe.LostDeletedOrTaken.
 func deletedOrTaken(err error) bool {
-	return errors.Is(err, dlock.ErrLockLost) && strings.Contains(err.Error(), "("+string(dlock.LostDeletedOrTaken)+")")
+	return errors.Is(err, dlock.ErrLockLost) && strings.Contains(err.Error(), "("+string(observe.LostDeletedOrTaken)+")")
 }
 
 // TestDeletedHolderTold: a holder whose node another session deletes (an
@@ -49,7 +50,7 @@ func TestDeletedHolderTold(t *testing.T) {
 		opts   []dlock.Option
 	}{
 		{"mutex", "lock", func(n string) dlock.Locker { return a.Mutex(n) }, func(n string) dlock.Locker { return b.Mutex(n) }, nil},
-		{"read", "lock", func(n string) dlock.Locker { return a.RWLock(n).Read() }, func(n string) dlock.Locker { return b.RWLock(n).Write() }, nil},
+		{"read", "lock", func(n string) dlock.Locker { return a.RWLock(n).ReadLock() }, func(n string) dlock.Locker { return b.RWLock(n).WriteLock() }, nil},
 		{"semaphore", "semaphore", func(n string) dlock.Locker { return a.Semaphore(n, 1) }, func(n string) dlock.Locker { return b.Semaphore(n, 1) }, nil},
 		{"fixed", "lock", func(n string) dlock.Locker { return a.Mutex(n) }, func(n string) dlock.Locker { return b.Mutex(n) },
 			[]dlock.Option{dlock.LeaseTime(timeout)}},
@@ -85,7 +86,7 @@ func TestDeletedHolderTold(t *testing.T) {
 		}
 		toldAt := time.Now()
 		if err := held.Err(); !deletedOrTaken(err) {
-			t.Fatalf("%s: Err %v, want a loss for %s", k.name, err, dlock.LostDeletedOrTaken)
+			t.Fatalf("%s: Err %v, want a loss for %s", k.name, err, observe.LostDeletedOrTaken)
 		}
 		grantedAt := <-got
 		l := <-next
@@ -137,7 +138,7 @@ func TestFixedReentrantDeleted(t *testing.T) {
 		t.Fatalf("the outer Lease was not told within 1s that its node was deleted (Err %v)", outer.Err())
 	}
 	if err := outer.Err(); !deletedOrTaken(err) {
-		t.Fatalf("Err %v, want a loss for %s", err, dlock.LostDeletedOrTaken)
+		t.Fatalf("Err %v, want a loss for %s", err, observe.LostDeletedOrTaken)
 	}
 }
 
@@ -181,7 +182,7 @@ func TestDeletedWhileDisconnected(t *testing.T) {
 					t.Fatalf("the holder was not told its node was deleted while it was disconnected (Err %v)", held.Err())
 				}
 				if err := held.Err(); !deletedOrTaken(err) {
-					t.Fatalf("Err %v, want a loss for %s", err, dlock.LostDeletedOrTaken)
+					t.Fatalf("Err %v, want a loss for %s", err, observe.LostDeletedOrTaken)
 				}
 				if now := a.conn.SessionID(); now != sid {
 					t.Fatalf("the session changed (%x to %x): the test wants it kept", sid, now)
@@ -206,7 +207,7 @@ func clientVia(t *testing.T, made, addr string, timeout time.Duration) *Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(conn, SessionTimeout(timeout))
+	c, err := New(conn, Config{SessionTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,13 +225,13 @@ func (nopLogger) Printf(string, ...any) {}
 // lostCounter counts the losses reported to it.
 type lostCounter struct {
 	mu   sync.Mutex
-	lost []dlock.LostEvent
+	lost []observe.LostEvent
 }
 
-func (o *lostCounter) ObserveAcquire(dlock.AcquireEvent) {}
-func (o *lostCounter) ObserveRelease(dlock.ReleaseEvent) {}
-func (o *lostCounter) ObserveRenewal(dlock.RenewalEvent) {}
-func (o *lostCounter) ObserveLost(e dlock.LostEvent) {
+func (o *lostCounter) ObserveAcquire(observe.AcquireEvent) {}
+func (o *lostCounter) ObserveRelease(observe.ReleaseEvent) {}
+func (o *lostCounter) ObserveRenewal(observe.RenewalEvent) {}
+func (o *lostCounter) ObserveLost(e observe.LostEvent) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.lost = append(o.lost, e)
@@ -247,7 +248,7 @@ func (o *lostCounter) count() int {
 // for one never unlocked, with Close).
 func TestGuardEnds(t *testing.T) {
 	obs := &lostCounter{}
-	a := dial(t, 3*time.Second, WithObserver(obs))
+	a := dial(t, 3*time.Second, Config{Observer: obs})
 	ctx := testCtx(t, 30*time.Second)
 	n := lockName(t)
 	// One round trip first: the connection's own goroutines start after
@@ -265,7 +266,7 @@ func TestGuardEnds(t *testing.T) {
 		case 1:
 			l, err = a.Lock(n).Acquire(ctx)
 		case 2:
-			l, err = a.RWLock(n).Read().Acquire(ctx)
+			l, err = a.RWLock(n).ReadLock().Acquire(ctx)
 		default:
 			l, err = a.Mutex(n).Acquire(ctx, dlock.LeaseTime(time.Second))
 		}

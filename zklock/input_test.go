@@ -9,44 +9,63 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/seam"
 	"github.com/go-zookeeper/zk"
 )
 
 func TestBadInput(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
-	if _, err := New(nil, SessionTimeout(time.Second)); !errors.Is(err, dlock.ErrInvalidArgument) {
+	sec := Config{SessionTimeout: time.Second}
+	if _, err := New(nil, sec); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Errorf("New(nil): %v", err)
 	}
 	c := dial(t, 2*time.Second)
 	if _, err := New(c.Conn()); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Errorf("New without SessionTimeout: %v", err)
 	}
-	for _, o := range []Option{Root(""), Root("x"), Root("/x/"), ACL(nil), nil} {
-		if _, err := New(c.Conn(), SessionTimeout(time.Second), o); !errors.Is(err, dlock.ErrInvalidArgument) {
-			t.Errorf("bad option: %v", err)
+	for _, cfg := range []Config{{Root: "x"}, {Root: "/x/"}, {Root: "//x"}, {Root: "/a//b"}, {Label: strings.Repeat("l", 257)}} {
+		cfg.SessionTimeout = time.Second
+		if _, err := New(c.Conn(), cfg); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Errorf("New with %+v: %v, want ErrInvalidArgument", cfg, err)
+		}
+		if _, err := Dial(ctx, server.Addr(), cfg); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Errorf("Dial with %+v: %v, want ErrInvalidArgument", cfg, err)
 		}
 	}
-	if _, err := New(c.Conn(), SessionTimeout(0)); !errors.Is(err, dlock.ErrInvalidDuration) {
-		t.Errorf("SessionTimeout(0): %v", err)
+	if _, err := New(c.Conn(), sec, sec); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("New with two Configs: %v", err)
 	}
-	if _, err := Dial(ctx, " , ", time.Second); !errors.Is(err, dlock.ErrInvalidArgument) {
+	if _, err := New(c.Conn(), Config{SessionTimeout: 5 * time.Millisecond}); !errors.Is(err, dlock.ErrInvalidDuration) {
+		t.Errorf("New with a 5ms session: %v", err)
+	}
+	if _, err := Dial(ctx, server.Addr(), Config{SessionTimeout: -time.Second}); !errors.Is(err, dlock.ErrInvalidDuration) {
+		t.Errorf("Dial with a negative session: %v", err)
+	}
+	if _, err := Dial(ctx, " , "); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Errorf("Dial without servers: %v", err)
 	}
-	if _, err := Dial(ctx, server.Addr(), 0); !errors.Is(err, dlock.ErrInvalidDuration) {
-		t.Errorf("Dial with no timeout: %v", err)
-	}
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	if _, err := Dial(short, "127.0.0.1:1", time.Second); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := Dial(short, "127.0.0.1:1", sec); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Dial to nothing: %v", err)
 	}
 	cancel()
+	// The zero Config is the defaults: DefaultSessionTimeout asked for, and
+	// the server's maximum (20 ticks of the test server) granted.
+	d, err := Dial(ctx, server.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.SessionTimeout(); got != min(DefaultSessionTimeout, 20*tick) {
+		t.Errorf("default session timeout %v", got)
+	}
+	d.Close()
 
 	n := lockName(t)
 	var nilCtx context.Context
 	if _, err := c.Mutex(n).Acquire(nilCtx); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Errorf("nil ctx: %v", err)
 	}
-	for _, name := range []string{"", strings.Repeat("x", dlock.MaxNameLen+1)} {
+	for _, name := range []string{"", strings.Repeat("x", seam.MaxNameLen+1)} {
 		if _, err := c.Mutex(name).Acquire(ctx); !errors.Is(err, dlock.ErrInvalidName) {
 			t.Errorf("name of %d bytes: %v", len(name), err)
 		}
@@ -97,7 +116,7 @@ func TestNames(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	a, b := dial(t, 2*time.Second), dial(t, 2*time.Second)
 	p := lockName(t)
-	names := []string{".", "..", p + "/a", p, p + "/a/..", p + "\x00\x01", p + " ü ☃ %2F", strings.Repeat("é", dlock.MaxNameLen/2)}
+	names := []string{".", "..", p + "/a", p, p + "/a/..", p + "\x00\x01", p + " ü ☃ %2F", strings.Repeat("é", seam.MaxNameLen/2)}
 	var held []*dlock.Lease
 	for _, n := range names {
 		l, err := a.Mutex(n).Acquire(ctx, dlock.Wait(0))
@@ -123,24 +142,24 @@ func TestReadWriteOwner(t *testing.T) {
 	c, other := dial(t, 2*time.Second), dial(t, 2*time.Second)
 	n := lockName(t)
 	rw := c.RWLock(n)
-	r, err := rw.Read().Acquire(ctx)
+	r, err := rw.ReadLock().Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rw.Write().Acquire(r.Context()); !errors.Is(err, dlock.ErrUpgrade) {
+	if _, err := rw.WriteLock().Acquire(r.Context()); !errors.Is(err, dlock.ErrUpgrade) {
 		t.Fatalf("write under the owner's read: %v, want ErrUpgrade", err)
 	}
 	r.Unlock(ctx)
-	w, err := rw.Write().Acquire(ctx)
+	w, err := rw.WriteLock().Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The writer may read too; nobody else may.
-	r2, err := rw.Read().Acquire(w.Context(), dlock.Wait(0))
+	r2, err := rw.ReadLock().Acquire(w.Context(), dlock.Wait(0))
 	if err != nil {
 		t.Fatalf("read under the owner's write: %v", err)
 	}
-	if _, err := other.RWLock(n).Read().Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+	if _, err := other.RWLock(n).ReadLock().Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("another reader beside a writer: %v", err)
 	}
 	// The Mutex of the same name is excluded like a writer.
@@ -194,7 +213,7 @@ func TestSessionClosedLosesLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(conn, SessionTimeout(2*time.Second))
+	c, err := New(conn, Config{SessionTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

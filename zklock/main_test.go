@@ -46,16 +46,19 @@ func TestMain(m *testing.M) {
 
 // dial returns a client of the shared server with the given session
 // timeout, closed at t's cleanup.
-func dial(t testing.TB, timeout time.Duration, opts ...Option) *Client {
+func dial(t testing.TB, timeout time.Duration, cfg ...Config) *Client {
 	t.Helper()
-	return dialAddr(t, server.Addr(), timeout, opts...)
+	return dialAddr(t, server.Addr(), timeout, cfg...)
 }
 
-func dialAddr(t testing.TB, addr string, timeout time.Duration, opts ...Option) *Client {
+// dialAddr is dial to addr; cfg's SessionTimeout is timeout.
+func dialAddr(t testing.TB, addr string, timeout time.Duration, cfg ...Config) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, addr, timeout, opts...)
+	c0 := append(cfg, Config{})[0]
+	c0.SessionTimeout = timeout
+	c, err := Dial(ctx, addr, c0)
 	if err != nil {
 		t.Fatal(err)
 	}

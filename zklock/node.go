@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/seam"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -24,25 +24,32 @@ const (
 	kindPermit = 's' // a Semaphore permit
 )
 
-// node is one granted (or waiting) znode: <kind>-<attempt>-<sequence>.
-// It is the GrantOps of its grant.
+// node is one granted (or waiting) acquisition: its znode
+// <kind>-<attempt>-<sequence> (a MultiLock's: one in each member's
+// directory, made in one transaction). It is the GrantOps of its grant.
 type node struct {
 	c       *Client
-	name    string // the lock's name
-	attempt string // the attempt id in its name
-	path    string
+	attempt string   // the attempt id in its name
+	path    string   // its znode (a MultiLock's first member's)
+	more    []string // a MultiLock's other members' znodes
 	kind    byte
-	owner   string
-	sid     int64 // the session that created it
+	owner   string // its owner, for a reentrant shape; ""
+	sid     int64  // the session that created it
 	czxid   int64
 
 	mu       sync.Mutex
-	count    int  // reentrant acquisitions not yet released
-	gone     bool // deleted, or found lost
+	gone     bool // released, or found lost
 	leaseEnd *time.Timer
-	stop     chan struct{}  // closed when gone: the guard's end (nil: not guarded)
-	fixed    bool           // held by a fixed lease the heartbeat does not renew
-	leases   []*dlock.Lease // a fixed hold's Leases (see loseHeld)
+	stop     chan struct{}     // closed when gone: the guards' end (nil: not guarded)
+	hold     *seam.Hold[*node] // its hold, once the Keeper has it
+}
+
+// paths returns n's znodes.
+func (n *node) paths() []string {
+	if len(n.more) == 0 {
+		return []string{n.path}
+	}
+	return append([]string{n.path}, n.more...)
 }
 
 // end marks n gone and stops its guard; it reports whether n was gone
@@ -52,6 +59,9 @@ func (n *node) end() (was bool) {
 	n.gone = true
 	if !was && n.stop != nil {
 		close(n.stop)
+	}
+	if n.leaseEnd != nil {
+		n.leaseEnd.Stop()
 	}
 	return was
 }
@@ -75,6 +85,7 @@ func escape(name string) string {
 
 // newAttempt returns a fresh id for one acquisition attempt: it is in the
 // node's name, so a node whose create reply was lost can be found again.
+// (A MultiLock's nodes share one.)
 func newAttempt() string {
 	var b [8]byte
 	rand.Read(b[:])
@@ -146,38 +157,38 @@ func call[T any](ctx context.Context, c *Client, f func() (T, error)) (T, error)
 
 // created is what a create request returned.
 type created struct {
-	path  string
+	paths []string // one per directory
 	czxid int64
 }
 
-// create makes the attempt's ephemeral sequential node in dir and returns
-// it, with its czxid (the create and a touch of the directory are one
-// transaction, so the directory's mzxid is the node's czxid) and the
-// session it belongs to. A create whose reply was lost is looked for by
-// its attempt id and adopted, never left behind; a missing directory is
-// created. If ctx ends first, whatever the create made is deleted in the
-// background.
-func (c *Client) create(ctx context.Context, dir string, kind byte, attempt, owner string) (created, int64, error) {
-	prefix := dir + "/" + string(kind) + "-" + attempt + "-"
+// create makes the attempt's ephemeral sequential node in each of dirs, in
+// one transaction, and returns them, with their czxid (the creates and a
+// touch of each directory are one transaction, so the directories' mzxid
+// is the nodes' czxid) and the session they belong to. A create whose
+// reply was lost is looked for by its attempt id and adopted, never left
+// behind; a missing directory is created. If ctx ends first, whatever the
+// create made is deleted in the background.
+func (c *Client) create(ctx context.Context, dirs []string, kind byte, attempt string, data []byte) (created, int64, error) {
+	prefix := string(kind) + "-" + attempt + "-"
 	backoff := 20 * time.Millisecond
 	for {
 		res := make(chan createResult, 1)
-		go func() { res <- c.createOnce(dir, prefix, owner) }()
+		go func() { res <- c.createOnce(dirs, prefix, data) }()
 		var r createResult
 		select {
 		case r = <-res:
 		case <-ctx.Done():
-			c.abandon(res, dir, attempt)
+			c.abandon(res, dirs, attempt)
 			return created{}, 0, ctx.Err()
 		case <-c.done:
-			c.abandon(res, dir, attempt)
+			c.abandon(res, dirs, attempt)
 			return created{}, 0, errClosed
 		}
 		switch {
 		case r.err == nil:
 			return r.created, r.sid, nil
 		case errors.Is(r.err, zk.ErrNoNode):
-			if err := c.makeDir(ctx, dir); err != nil {
+			if err := c.makeDir(ctx, dirs[r.failed]); err != nil {
 				return created{}, 0, err
 			}
 			continue
@@ -186,19 +197,19 @@ func (c *Client) create(ctx context.Context, dir string, kind byte, attempt, own
 		case retryable(r.err):
 			// The create may have been applied: create again only once a
 			// listing says it was not, so the attempt never has two nodes.
-			got, sid, err := c.findSure(ctx, dir, attempt)
+			got, sid, err := c.findSure(ctx, dirs, attempt)
 			if err != nil {
-				go c.deleteAttempt(dir, attempt)
+				go c.deleteAttempt(dirs, attempt)
 				return created{}, 0, err
 			}
-			if got.path != "" {
+			if got.paths != nil {
 				return got, sid, nil
 			}
 		default:
 			return created{}, 0, r.err
 		}
 		if err := sleep(ctx, c, backoff); err != nil {
-			go c.deleteAttempt(dir, attempt)
+			go c.deleteAttempt(dirs, attempt)
 			return created{}, 0, err
 		}
 		backoff = min(2*backoff, time.Second)
@@ -207,41 +218,82 @@ func (c *Client) create(ctx context.Context, dir string, kind byte, attempt, own
 
 type createResult struct {
 	created
-	sid int64
-	err error
+	sid    int64
+	failed int // the directory of the op that failed
+	err    error
 }
 
-func (c *Client) createOnce(dir, prefix, owner string) createResult {
-	rs, err := c.conn.Multi(
-		&zk.CreateRequest{Path: prefix, Data: []byte(owner), Acl: c.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
-		&zk.SetDataRequest{Path: dir, Data: nil, Version: -1},
-	)
+func (c *Client) createOnce(dirs []string, prefix string, data []byte) createResult {
+	ops := make([]any, 0, 2*len(dirs))
+	for _, dir := range dirs {
+		ops = append(ops,
+			&zk.CreateRequest{Path: dir + "/" + prefix, Data: data, Acl: c.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
+			&zk.SetDataRequest{Path: dir, Data: nil, Version: -1})
+	}
+	rs, err := c.conn.Multi(ops...)
 	sid := c.conn.SessionID()
-	if err == nil {
-		for _, r := range rs {
-			if r.Error != nil {
-				err = r.Error
-				break
-			}
+	failed := 0
+	for i, r := range rs {
+		// The op that failed has its own error; the others' say they were
+		// rolled back (runtime inconsistency, which go-zookeeper does not
+		// name), and Multi returns the first error of all.
+		if r.Error != nil && !strings.HasPrefix(r.Error.Error(), "unknown error") {
+			err, failed = r.Error, i/2
+			break
 		}
 	}
 	if err != nil {
-		return createResult{err: err}
+		return createResult{err: err, failed: failed}
 	}
-	if len(rs) != 2 || rs[1].Stat == nil || rs[0].String == "" {
-		return createResult{err: errors.New("zklock: malformed multi reply")}
+	if len(rs) != len(ops) {
+		return createResult{err: errors.New("malformed multi reply")}
 	}
-	return createResult{created: created{path: rs[0].String, czxid: rs[1].Stat.Mzxid}, sid: sid}
+	got := created{paths: make([]string, len(dirs))}
+	for i := range dirs {
+		if rs[2*i].String == "" || rs[2*i+1].Stat == nil {
+			return createResult{err: errors.New("malformed multi reply")}
+		}
+		got.paths[i] = rs[2*i].String
+		got.czxid = rs[2*i+1].Stat.Mzxid
+	}
+	return createResult{created: got, sid: sid}
 }
 
-// find looks for the node of attempt in dir, as the current session's.
-func (c *Client) find(ctx context.Context, dir, attempt string) (created, int64, error) {
+// find looks for the nodes of attempt in dirs, as the current session's:
+// all of them (the transaction that made them was applied), or none.
+func (c *Client) find(ctx context.Context, dirs []string, attempt string) (created, int64, error) {
+	var got created
+	var sid int64
+	for i, dir := range dirs {
+		path, st, err := c.findIn(ctx, dir, attempt)
+		if err != nil {
+			return created{}, 0, err
+		}
+		if path == "" {
+			if i > 0 { // one was deleted from outside: start again without them
+				for _, p := range got.paths {
+					c.deletePath(p, sid)
+				}
+			}
+			return created{}, 0, nil
+		}
+		got.paths = append(got.paths, path)
+		got.czxid, sid = st.Czxid, st.EphemeralOwner
+	}
+	return got, sid, nil
+}
+
+// findIn looks for the node of attempt in dir, as the current session's.
+func (c *Client) findIn(ctx context.Context, dir, attempt string) (string, *zk.Stat, error) {
 	children, err := call(ctx, c, func() ([]string, error) {
 		ch, _, err := c.conn.Children(dir)
 		return ch, err
 	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", nil, nil
+	}
 	if err != nil {
-		return created{}, 0, err
+		return "", nil, err
 	}
 	for _, ch := range children {
 		if !strings.Contains(ch, "-"+attempt+"-") {
@@ -253,17 +305,17 @@ func (c *Client) find(ctx context.Context, dir, attempt string) (created, int64,
 			return st, err
 		})
 		if errors.Is(err, zk.ErrNoNode) {
-			return created{}, 0, nil
+			return "", nil, nil
 		}
 		if err != nil {
-			return created{}, 0, err
+			return "", nil, err
 		}
 		if stat.EphemeralOwner != c.conn.SessionID() {
-			return created{}, 0, nil // another session's: it goes with that session
+			return "", nil, nil // another session's: it goes with that session
 		}
-		return created{path: path, czxid: stat.Czxid}, stat.EphemeralOwner, nil
+		return path, stat, nil
 	}
-	return created{}, 0, nil
+	return "", nil, nil
 }
 
 // cancelGrace is how long a cancelled Acquire waits for ZooKeeper to
@@ -272,10 +324,10 @@ func (c *Client) find(ctx context.Context, dir, attempt string) (created, int64,
 const cancelGrace = time.Second
 
 // findSure is find retried across reconnections until it gives an answer.
-func (c *Client) findSure(ctx context.Context, dir, attempt string) (created, int64, error) {
+func (c *Client) findSure(ctx context.Context, dirs []string, attempt string) (created, int64, error) {
 	backoff := 20 * time.Millisecond
 	for {
-		got, sid, err := c.find(ctx, dir, attempt)
+		got, sid, err := c.find(ctx, dirs, attempt)
 		if !retryable(err) {
 			return got, sid, err
 		}
@@ -288,12 +340,14 @@ func (c *Client) findSure(ctx context.Context, dir, attempt string) (created, in
 
 // abandon deletes what a create nobody waits for any more made: at once
 // if its reply comes within cancelGrace, else in the background.
-func (c *Client) abandon(res <-chan createResult, dir, attempt string) {
+func (c *Client) abandon(res <-chan createResult, dirs []string, attempt string) {
 	clean := func(r createResult) {
 		if r.err == nil {
-			c.deletePath(r.path, r.sid)
+			for _, p := range r.paths {
+				c.deletePath(p, r.sid)
+			}
 		} else if retryable(r.err) {
-			c.deleteAttempt(dir, attempt)
+			c.deleteAttempt(dirs, attempt)
 		}
 	}
 	t := time.NewTimer(cancelGrace)
@@ -303,8 +357,8 @@ func (c *Client) abandon(res <-chan createResult, dir, attempt string) {
 		ctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
 		defer cancel()
 		if r.err == nil {
-			n := &node{c: c, path: r.path, sid: r.sid}
-			if err := n.delete(ctx); err == nil || !retryable(err) {
+			n := &node{c: c, path: r.paths[0], more: r.paths[1:], sid: r.sid}
+			if _, err := n.delete(ctx); err == nil || !retryable(err) {
 				return
 			}
 		}
@@ -314,15 +368,15 @@ func (c *Client) abandon(res <-chan createResult, dir, attempt string) {
 	}
 }
 
-// deleteAttempt deletes attempt's node in dir if there is one.
-func (c *Client) deleteAttempt(dir, attempt string) {
+// deleteAttempt deletes attempt's nodes in dirs if there are any.
+func (c *Client) deleteAttempt(dirs []string, attempt string) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	for ctx.Err() == nil {
-		got, sid, err := c.find(ctx, dir, attempt)
+		got, sid, err := c.find(ctx, dirs, attempt)
 		if err == nil {
-			if got.path != "" {
-				c.deletePath(got.path, sid)
+			for _, p := range got.paths {
+				c.deletePath(p, sid)
 			}
 			return
 		}
@@ -385,4 +439,4 @@ func sleep(ctx context.Context, c *Client, d time.Duration) error {
 	}
 }
 
-var _ dlock.GrantOps = (*node)(nil)
+var _ seam.GrantOps = (*node)(nil)

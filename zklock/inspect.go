@@ -1,0 +1,205 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/internal/ids"
+	"github.com/dlockgo/dlock/seam"
+	"github.com/go-zookeeper/zk"
+)
+
+var _ seam.Inspector = (*Client)(nil)
+
+// Inspect reads the state of the lock called name, whatever its shape,
+// without changing it: one listing of its directory and one read of each
+// node in it (not one snapshot: a node that leaves between the two is left
+// out). Its fields mean what they mean on Redis (seam.Info), read from
+// ZooKeeper as follows:
+//
+//   - Holders are the nodes granted now (the first in line; readers with no
+//     writer before them; the first permits of a Semaphore), Queue the
+//     others, in line. Host, PID, Label and Since come from the metadata a
+//     node carries (Since: when the node was queued, on its holder's
+//     clock). ID is the first 8 characters of the node's name (Lease.ID).
+//   - Fence is the node's czxid (Lease.Token); LastFence the largest token
+//     held now, or, when nothing is held, the token of the last node
+//     queued (the directory's mzxid): a later grant's token is larger.
+//   - Count is 1: a holder's re-entries are counted by its Client, not in
+//     ZooKeeper.
+//   - TTL is how long a hold outlives its holder's last sign of life (its
+//     session timeout, or a shorter fixed lease), not a countdown: the
+//     server alone knows when it last heard from that session. Info.TTL is
+//     the exclusive holder's; -1 when the lock is free or each holder has
+//     its own (readers, permits).
+//   - A waiter's place lives as long as its session: Waiter.Deadline is
+//     -1. A waiting reader's Mode is "read".
+//
+// A Semaphore is a lock of its own on ZooKeeper: when the name has nodes of
+// both families, Inspect reports the Mutex/Lock/RWLock/MultiLock one.
+func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
+	info := seam.Info{Name: name, TTL: -1}
+	if ctx == nil {
+		return info, seam.Wrap("inspect", "", name, fmt.Errorf("%w: nil context", dlock.ErrInvalidArgument))
+	}
+	if err := seam.CheckName(name); err != nil {
+		return info, seam.Wrap("inspect", "", name, err)
+	}
+	if c.closed() {
+		return info, seam.Wrap("inspect", "", name, dlock.ErrClosed)
+	}
+	var last int64
+	for _, family := range []string{familyLock, familySemaphore} {
+		d, err := c.readDir(ctx, c.dir(family, name))
+		if err != nil {
+			if errors.Is(err, errClosed) {
+				err = dlock.ErrClosed
+			}
+			return info, seam.StoreErr(ctx, "inspect", "", name, err)
+		}
+		if len(d.nodes) == 0 {
+			last = max(last, d.mzxid)
+			continue
+		}
+		d.describe(&info)
+		return info, nil
+	}
+	info.LastFence = last
+	return info, nil
+}
+
+// listed is a lock directory as Inspect read it.
+type listed struct {
+	mzxid int64
+	nodes []listedNode // in line
+}
+
+type listedNode struct {
+	member
+	meta nodeMeta
+	st   *zk.Stat
+}
+
+// readDir lists dir and reads its nodes (up to 32 reads in flight).
+func (c *Client) readDir(ctx context.Context, dir string) (listed, error) {
+	type dirList struct {
+		names []string
+		st    *zk.Stat
+	}
+	l, err := call(ctx, c, func() (dirList, error) {
+		ch, st, err := c.conn.Children(dir)
+		return dirList{ch, st}, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return listed{}, nil
+	}
+	if err != nil {
+		return listed{}, err
+	}
+	d := listed{mzxid: l.st.Mzxid}
+	q := queue(l.names)
+	nodes := make([]listedNode, len(q))
+	errs := make([]error, len(q))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 32)
+	for i, m := range q {
+		nodes[i].member = m
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			type got struct {
+				data []byte
+				st   *zk.Stat
+			}
+			g, err := call(ctx, c, func() (got, error) {
+				data, st, err := c.conn.Get(dir + "/" + m.name)
+				return got{data, st}, err
+			})
+			switch {
+			case errors.Is(err, zk.ErrNoNode): // it left: leave it out
+			case err != nil:
+				errs[i] = err
+			default:
+				nodes[i].meta, nodes[i].st = parseMeta(g.data), g.st
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return listed{}, err
+	}
+	for _, n := range nodes {
+		if n.st != nil {
+			d.nodes = append(d.nodes, n)
+		}
+	}
+	return d, nil
+}
+
+// describe fills info from d, a directory with nodes.
+func (d listed) describe(info *seam.Info) {
+	first := d.nodes[0]
+	switch {
+	case first.kind == kindPermit:
+		info.Shape = "semaphore"
+		info.Permits = first.meta.permits
+	case first.kind == kindRead, first.meta.shape == "rw_write":
+		info.Shape = "rw"
+	case first.meta.shape != "":
+		info.Shape = first.meta.shape
+	default:
+		info.Shape = "mutex"
+	}
+	for i, n := range d.nodes {
+		if !d.granted(i, info.Permits) {
+			info.Queue = append(info.Queue, seam.Waiter{ID: ids.Short(n.name), Host: n.meta.host, PID: n.meta.pid, Label: n.meta.label,
+				Since: n.meta.since, Mode: mode(n), Deadline: -1})
+			continue
+		}
+		h := seam.Holder{ID: ids.Short(n.name), Host: n.meta.host, PID: n.meta.pid, Label: n.meta.label, Since: n.meta.since,
+			Count: 1, Fence: n.st.Czxid, Mode: mode(n), TTL: n.meta.lease}
+		if n.kind == kindWrite {
+			info.TTL = h.TTL
+		}
+		info.Holders = append(info.Holders, h)
+		info.LastFence = max(info.LastFence, h.Fence)
+	}
+	info.Held = len(info.Holders) > 0
+	if !info.Held {
+		info.LastFence = d.mzxid
+	}
+}
+
+// granted reports whether the i-th node in line holds the lock (see
+// request.admitted).
+func (d listed) granted(i, permits int) bool {
+	n := d.nodes[i]
+	switch n.kind {
+	case kindPermit:
+		return i < permits
+	case kindRead:
+		for j, m := range d.nodes[:i] { // a writer before it, but its owner's own granted one
+			if m.kind == kindWrite && (j > 0 || m.meta.owner == "" || m.meta.owner != n.meta.owner) {
+				return false
+			}
+		}
+		return true
+	default:
+		return i == 0
+	}
+}
+
+// mode is a node's Mode: "read" or "write" for an RWLock's.
+func mode(n listedNode) string {
+	switch {
+	case n.kind == kindRead:
+		return "read"
+	case n.meta.shape == "rw_write":
+		return "write"
+	}
+	return ""
+}

@@ -1,0 +1,228 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/dlockgo/dlock/observe"
+	"github.com/go-zookeeper/zk"
+)
+
+// The client's registry of granted nodes (by directory, for an owner's
+// own holds: a reader under its own write hold, an upgrade refused) and of
+// the sessions its holds were granted in (for the heartbeat).
+
+// remember registers a granted node.
+func (c *Client) remember(n *node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range n.paths() {
+		dir := p[:strings.LastIndexByte(p, '/')]
+		c.live[dir] = append(c.live[dir], n)
+	}
+	c.sessions[n.sid] = struct{}{}
+}
+
+// forget drops n from the registry.
+func (c *Client) forget(n *node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range n.paths() {
+		dir := p[:strings.LastIndexByte(p, '/')]
+		ns := c.live[dir]
+		for i, m := range ns {
+			if m == n {
+				ns[i] = ns[len(ns)-1]
+				ns[len(ns)-1] = nil
+				ns = ns[:len(ns)-1]
+				break
+			}
+		}
+		if len(ns) == 0 {
+			delete(c.live, dir)
+		} else {
+			c.live[dir] = ns
+		}
+	}
+}
+
+// ownedBy reports whether dir/name is a node this client holds for owner.
+func (c *Client) ownedBy(dir, name, owner string) bool {
+	if owner == "" {
+		return false
+	}
+	path := dir + "/" + name
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.live[dir] {
+		if n.owner == owner && n.has(path) {
+			return true
+		}
+	}
+	return false
+}
+
+// has reports whether path is one of n's nodes.
+func (n *node) has(path string) bool {
+	if n.path == path {
+		return true
+	}
+	for _, p := range n.more {
+		if p == path {
+			return true
+		}
+	}
+	return false
+}
+
+// ownKind returns the kind of a node owner holds in dir through this
+// client (kindRead if it holds a read node, else kindWrite if a write
+// node), or 0.
+func (c *Client) ownKind(dir, owner string) byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var k byte
+	for _, n := range c.live[dir] {
+		if n.owner == owner && (k == 0 || n.kind == kindRead) {
+			k = n.kind
+		}
+	}
+	return k
+}
+
+// lost runs when a hold of n is lost: its nodes are deleted (if its
+// session still has them) so they block nobody.
+func (c *Client) lost(n *node) {
+	n.mu.Lock()
+	already := n.end()
+	n.mu.Unlock()
+	if already {
+		return
+	}
+	c.forget(n)
+	if c.conn.SessionID() == n.sid {
+		for _, p := range n.paths() {
+			_ = c.deletePath(p, n.sid)
+		}
+	}
+}
+
+// expire ends n's fixed lease (one longer than the session timeout, which
+// the heartbeat keeps until then).
+func (c *Client) expire(n *node) {
+	n.mu.Lock()
+	h := n.hold
+	n.mu.Unlock()
+	if h != nil {
+		h.Lose(observe.LostExpired)
+	}
+}
+
+// heartbeat keeps renewed holds alive: every third of the session timeout,
+// while the client holds anything it renews, it sends a cheap request; an
+// answer in the holds' session moves their deadline to the request's send
+// time plus the session timeout. A new session means the old one expired:
+// its holds are lost. For a client made by New, whose connection's events
+// are its caller's, it also looks at the connection's state every
+// statePoll and tells the guards when the connection is back.
+func (c *Client) heartbeat() {
+	defer c.wg.Done()
+	every := c.timeout / 3
+	t := time.NewTimer(every)
+	defer t.Stop()
+	var poll <-chan time.Time
+	if c.pollState {
+		tk := time.NewTicker(statePoll)
+		defer tk.Stop()
+		poll = tk.C
+	}
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-poll:
+			c.connected(c.conn.State() == zk.StateHasSession)
+			continue
+		case <-t.C:
+		}
+		if c.beat() {
+			t.Reset(every)
+		} else {
+			t.Reset(min(every, 100*time.Millisecond)) // try again soon
+		}
+	}
+}
+
+var errNotConnected = errors.New("not connected to ZooKeeper")
+
+// statePoll is how often a client made by New looks at its connection's
+// state (a local read) to learn it reconnected.
+const statePoll = 50 * time.Millisecond
+
+// connected records whether the connection is up, as the heartbeat last
+// saw it: up after down is a reconnection, and the guards are told.
+func (c *Client) connected(up bool) {
+	if up && c.down && c.pollState {
+		c.reconn.signal()
+	}
+	c.down = !up
+}
+
+// beat sends one heartbeat and applies its outcome to the renewed holds
+// (Keeper.RenewSession, LoseSession); false if it failed and holds are
+// waiting for it. A beat that succeeds after one that failed is a
+// reconnection (see connected).
+func (c *Client) beat() bool {
+	if _, renewed := c.keeper.Count(); renewed == 0 {
+		return true
+	}
+	sid := c.conn.SessionID()
+	if c.conn.State() != zk.StateHasSession {
+		// Not connected: a request would wait to go out first on the next
+		// connection, in the instant go-zookeeper races with itself (see
+		// settle). Try again soon.
+		c.renewFailed(sid, errNotConnected)
+		c.connected(false)
+		return false
+	}
+	sent := time.Now()
+	_, err := call(context.Background(), c, func() (bool, error) {
+		ok, _, err := c.conn.Exists("/")
+		return ok, err
+	})
+	if errors.Is(err, errClosed) {
+		return true
+	}
+	c.connected(err == nil)
+	now := c.conn.SessionID()
+	if now != 0 {
+		c.mu.Lock()
+		var ended []int64
+		for s := range c.sessions {
+			if s != now {
+				ended = append(ended, s)
+				delete(c.sessions, s)
+			}
+		}
+		c.mu.Unlock()
+		for _, s := range ended { // a new session: the old one expired
+			c.keeper.LoseSession(s, observe.LostExpired)
+		}
+	}
+	switch {
+	case err == nil && sid == now:
+		c.keeper.RenewSession(now, sent, c.timeout)
+	case err != nil:
+		c.renewFailed(sid, err)
+	}
+	return err == nil
+}
+
+// renewFailed reports a failed renewal to every hold of session sid.
+func (c *Client) renewFailed(sid int64, err error) {
+	for _, h := range c.keeper.Session(sid) {
+		h.RenewFailed(err)
+	}
+}
