@@ -1,156 +1,117 @@
 package dlock
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"github.com/dlockgo/dlock/internal/ids"
-	"github.com/dlockgo/dlock/seam"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dlockgo/dlock/internal/ids"
+	"github.com/dlockgo/dlock/seam"
+	"github.com/redis/go-redis/v9"
 )
 
+// inspector is one shape's answer to Inspect: its inspect script (a
+// normalized reply, see lua/inspect_lib.lua) and the keys it reads.
+type inspector struct {
+	script *luaScript
+	keys   func(c *Client, name string) []string
+}
+
+// inspectors are asked in this order; the first that recognises the name's
+// keys answers (the last answers for a free name).
+var inspectors = []inspector{rwInspector, semInspector, reentrantInspector, mutexInspector}
+
 // Inspect reads the state of the lock called name, whatever its shape,
-// without changing it. A key of an unknown shape returns ErrWrongType.
+// without changing it: every shape's inspector is asked (one round trip),
+// and the first that recognises the keys answers. A key no shape
+// recognises returns ErrWrongType.
 func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
 	if err := seam.CheckName(name); err != nil {
 		return seam.Info{}, wrap("inspect", "", name, err)
 	}
-	k := c.keys(name)
-	fk := c.queueKeys(name)
-	rk := (&RWLock{c: c, name: name}).keys()
-	sk := (&Semaphore{c: c, name: name}).keys()
-	info := seam.Info{Name: name}
 	p := c.rdb.Pipeline()
-	now := serverTime.call([]string{k.lock}).queue(ctx, p, true)
-	typ := p.Type(ctx, k.lock)
-	ttl := p.PTTL(ctx, k.lock)
-	fence := p.Get(ctx, k.fence)
-	str := p.Get(ctx, k.lock)
-	hash := p.HGetAll(ctx, k.lock)
-	zset := p.ZRangeWithScores(ctx, k.lock, 0, -1)
-	permits := p.HGetAll(ctx, sk.data)
-	count := p.Get(ctx, sk.count)
-	queue := p.ZRange(ctx, fk.queue, 0, -1)
-	timeouts := p.ZRangeWithScores(ctx, fk.timeouts, 0, -1)
-	readers := p.ZRangeWithScores(ctx, rk.readers, 0, -1)
-	rholds := p.HGetAll(ctx, rk.holds)
-	writers := p.ZRangeWithScores(ctx, rk.writers, 0, -1)
+	cmds := make([]*redis.Cmd, len(inspectors))
+	for i, in := range inspectors {
+		cmds[i] = in.script.call(in.keys(c, name)).queue(ctx, p, true)
+	}
 	_, _ = p.Exec(ctx)
-	if err := typ.Err(); err != nil {
-		return info, redisErr(ctx, "inspect", "", name, err)
-	}
-	nowMs, err := now.Int64()
-	if err != nil {
-		return info, redisErr(ctx, "inspect", "", name, err)
-	}
-	left := func(score float64) time.Duration { return time.Duration(int64(score)-nowMs) * time.Millisecond }
-	info.TTL = ttl.Val()
-	if f, err := fence.Int64(); err == nil {
-		info.LastFence = f
-	}
-	switch typ.Val() {
-	case "none":
-	case "string":
-		token, f, meta, ok := splitMutexValue(str.Val())
-		if !ok {
-			return info, wrap("inspect", "", name, fmt.Errorf("%w: string", ErrWrongType))
-		}
-		h := parseMeta(meta)
-		h.ID, h.Count, h.Fence, h.TTL = ids.Short(token), 1, f, info.TTL
-		info.Shape, info.Held, info.Holders = "mutex", true, []seam.Holder{h}
-	case "hash":
-		m := hash.Val()
-		o, ok := m["o"]
-		if !ok {
-			return info, wrap("inspect", "", name, fmt.Errorf("%w: hash", ErrWrongType))
-		}
-		h := parseMeta(m["m"])
-		h.ID, h.TTL = ids.Short(o), info.TTL
-		h.Count, _ = strconv.Atoi(m["n"])
-		h.Fence, _ = strconv.ParseInt(m["t"], 10, 64)
-		info.Shape = cmp.Or(m["s"], "lock")
-		if info.Shape == "rw" {
-			h.Mode = "write"
-		}
-		info.Held, info.Holders = true, []seam.Holder{h}
-	case "zset":
-		data := permits.Val()
-		info.Shape = "semaphore"
-		info.Permits, _ = strconv.Atoi(count.Val())
-		for _, z := range zset.Val() {
-			id, _ := z.Member.(string)
-			if left(z.Score) <= 0 {
-				continue
-			}
-			f, meta, _ := strings.Cut(data[id], "|")
-			h := parseMeta(meta)
-			h.ID, h.Count, h.TTL = ids.Short(id), 1, left(z.Score)
-			h.Fence, _ = strconv.ParseInt(f, 10, 64)
-			info.Holders = append(info.Holders, h)
-		}
-		info.Held = len(info.Holders) > 0
-	default:
-		return info, wrap("inspect", "", name, fmt.Errorf("%w: %s", ErrWrongType, typ.Val()))
-	}
-	// RWLock readers (each with its own lease) and waiting writers.
-	for _, z := range readers.Val() {
-		owner, _ := z.Member.(string)
-		parts := strings.SplitN(rholds.Val()[owner], "|", 4)
-		if left(z.Score) <= 0 || len(parts) < 4 {
+	for _, cmd := range cmds {
+		v, err := cmd.Slice()
+		switch {
+		case isNil(err):
 			continue
+		case err != nil:
+			return seam.Info{Name: name}, redisErr(ctx, "inspect", "", name, err)
 		}
-		h := parseMeta(parts[3])
-		h.ID, h.Mode, h.TTL = ids.Short(owner), "read", left(z.Score)
-		h.Count, _ = strconv.Atoi(parts[0])
-		h.Fence, _ = strconv.ParseInt(parts[2], 10, 64)
-		info.Shape, info.Held = cmp.Or(info.Shape, "rw"), true
+		info, err := parseInspect(name, v)
+		if err != nil {
+			return info, wrap("inspect", "", name, err)
+		}
+		return info, nil
+	}
+	return seam.Info{Name: name}, wrap("inspect", "", name, fmt.Errorf("%w: a key of no lock shape", ErrWrongType))
+}
+
+// parseInspect reads a normalized inspect reply (lua/inspect_lib.lua).
+func parseInspect(name string, v []any) (seam.Info, error) {
+	r := reply{v: v}
+	info := seam.Info{Name: name, Shape: r.str(), TTL: r.ms(), LastFence: r.int(), Permits: int(r.int())}
+	for range r.int() {
+		id, meta, count, fence, mode, ttl := r.str(), r.str(), int(r.int()), r.int(), r.str(), r.ms()
+		h := parseMeta(meta)
+		h.ID, h.Count, h.Fence, h.Mode, h.TTL = ids.Short(id), count, fence, mode, ttl
 		info.Holders = append(info.Holders, h)
 	}
-	for _, z := range writers.Val() {
-		if w, ok := queueWaiter(z.Member, left(z.Score)); ok {
-			w.Mode = "write"
-			info.Shape = cmp.Or(info.Shape, "rw")
-			info.Queue = append(info.Queue, w)
-		}
+	for range r.int() {
+		id, meta, mode, deadline := r.str(), r.str(), r.str(), r.ms()
+		h := parseMeta(meta)
+		info.Queue = append(info.Queue, seam.Waiter{ID: ids.Short(id), Host: h.Host, PID: h.PID, Label: h.Label, Since: h.Since, Mode: mode, Deadline: deadline})
 	}
-	// FairLock queue, in arrival order.
-	deadlines := make(map[string]time.Duration)
-	for _, z := range timeouts.Val() {
-		m, _ := z.Member.(string)
-		deadlines[m] = left(z.Score)
-	}
-	for _, m := range queue.Val() {
-		if w, ok := queueWaiter(m, deadlines[m]); ok {
-			info.Shape = cmp.Or(info.Shape, "fair")
-			info.Queue = append(info.Queue, w)
-		}
+	info.Held = len(info.Holders) > 0
+	if r.bad {
+		return info, fmt.Errorf("unexpected inspect reply %v", v)
 	}
 	return info, nil
 }
 
-// queueWaiter reads a queue member (op|owner|lease-ms|client|holder
-// metadata) that has left of its deadline; false if it is past its deadline
-// or malformed.
-func queueWaiter(member any, left time.Duration) (seam.Waiter, bool) {
-	m, _ := member.(string)
-	parts := strings.SplitN(m, "|", 5)
-	if left <= 0 || len(parts) < 5 {
-		return seam.Waiter{}, false
-	}
-	h := parseMeta(parts[4])
-	return seam.Waiter{ID: ids.Short(parts[1]), Host: h.Host, PID: h.PID, Label: h.Label, Since: h.Since, Deadline: left}, true
+// reply reads a script's array reply in order; bad records a short or
+// malformed one.
+type reply struct {
+	v   []any
+	i   int
+	bad bool
 }
 
-// splitMutexValue splits token|fence|meta.
-func splitMutexValue(v string) (token string, fence int64, meta string, ok bool) {
-	parts := strings.SplitN(v, "|", 3)
-	if len(parts) != 3 {
-		return "", 0, "", false
+func (r *reply) next() any {
+	if r.i >= len(r.v) {
+		r.bad = true
+		return nil
 	}
-	f, err := strconv.ParseInt(parts[1], 10, 64)
-	return parts[0], f, parts[2], err == nil
+	r.i++
+	return r.v[r.i-1]
+}
+
+func (r *reply) str() string {
+	s, ok := r.next().(string)
+	r.bad = r.bad || !ok
+	return s
+}
+
+func (r *reply) int() int64 {
+	n, ok := r.next().(int64)
+	r.bad = r.bad || !ok
+	return n
+}
+
+// ms reads milliseconds; a negative count (no TTL) reads as -1.
+func (r *reply) ms() time.Duration {
+	n := r.int()
+	if n < 0 {
+		return -1
+	}
+	return time.Duration(n) * time.Millisecond
 }
 
 // parseMeta reads host|pid|acquired-at-ms|label.

@@ -14,8 +14,8 @@ import (
 )
 
 var (
-	multiAcquire = granting("multi_acquire.lua")
-	multiRelease = plain("multi_release.lua")
+	multiAcquire = withLibs("multi_acquire.lua", "fence.lua", "lib.lua", "reentrant_hash.lua")
+	multiRelease = withLibs("multi_release.lua", "fence.lua", "lib.lua", "reentrant_hash.lua", "queue_lib.lua", "reentrant_lib.lua")
 	multiExtend  = plain("multi_extend.lua")
 )
 
@@ -73,12 +73,23 @@ func (m *MultiLock) oneSlot() bool {
 	return true
 }
 
-func (m *MultiLock) memberKeys() []lockKeys {
-	ks := make([]lockKeys, len(m.names))
+// memberKeys are the members' keys: each one a Lock's (lock, fence
+// counter, queue, deadlines), in canonical order.
+func (m *MultiLock) memberKeys() []queueKeys {
+	ks := make([]queueKeys, len(m.names))
 	for i, n := range m.names {
-		ks[i] = m.c.keys(n)
+		ks[i] = m.c.queueKeys(n)
 	}
 	return ks
+}
+
+// keysOf is the KEYS of a script over every member.
+func keysOf(ks []queueKeys) []string {
+	keys := make([]string, 0, 4*len(ks))
+	for _, k := range ks {
+		keys = append(keys, k.lock, k.fence, k.queue, k.timeouts)
+	}
+	return keys
 }
 
 type multiShape struct{ m *MultiLock }
@@ -131,12 +142,7 @@ func (s multiShape) attempt(owner string, ttl time.Duration, now time.Time) *att
 
 // acquireCall is the one-script attempt.
 func (s multiShape) acquireCall(a *attempt) scriptCall {
-	ks := s.m.memberKeys()
-	keys := make([]string, 0, 2*len(ks))
-	for _, k := range ks {
-		keys = append(keys, k.lock, k.fence)
-	}
-	return multiAcquire.call(keys, a.owner, a.op, ms(a.ttl), a.meta, a.c.argFenceTTL)
+	return multiAcquire.call(keysOf(s.m.memberKeys()), a.owner, a.op, ms(a.ttl), a.meta, a.c.argFenceTTL)
 }
 
 // tryInOrder takes the members one by one in canonical order; when one is
@@ -151,21 +157,20 @@ func (s multiShape) tryInOrder(ctx context.Context, a *attempt) (grant, error) {
 		defer cancel()
 		calls := make([]scriptCall, len(took))
 		for j, i := range took {
-			calls[j] = lockRelease.call([]string{ks[i].lock}, a.owner, ids.Op(), ks[i].wake)
+			calls[j] = memberRelease(c, &ks[i], a.owner, ids.Op())
 		}
 		_, _ = runCalls(rctx, c.rdb, calls)
 	}
 	var fence int64
-	for i, k := range ks {
-		call := lockAcquire.call([]string{k.lock, k.fence}, a.owner, a.op, ms(a.ttl), a.meta, c.argFenceTTL)
-		g, err := readGrant(call.run(ctx, c.rdb))
+	for i := range ks {
+		g, err := readGrant(memberAcquire(c, &ks[i], a).run(ctx, c.rdb))
 		if err != nil {
 			rollback()
 			return grant{}, redisErr(ctx, "acquire", "multi", name, err)
 		}
 		if !g.ok {
 			rollback()
-			g.wake = k.wake
+			g.wake = ks[i].wake
 			return g, nil
 		}
 		took = append(took, i)
@@ -186,11 +191,23 @@ func (s multiShape) ops(a *attempt) holdOps {
 	return multiOps{c: s.m.c, ks: s.m.memberKeys(), owner: a.owner, oneSlot: s.m.oneSlot()}
 }
 
+// memberAcquire is a's acquisition of one member, as a Lock's (the
+// member's own waiters queue; this attempt only marks it waited for).
+func memberAcquire(c *Client, k *queueKeys, a *attempt) scriptCall {
+	return reentrantAcquire.call([]string{k.lock, k.fence, k.queue, k.timeouts},
+		a.owner, a.op, ms(a.ttl), a.meta, c.argFenceTTL, -1, c.argClient, "0", k.wake, "", "0", c.argCheck)
+}
+
+// memberRelease releases one hold of owner on one member, as a Lock's.
+func memberRelease(c *Client, k *queueKeys, owner, op string) scriptCall {
+	return reentrantRelease.call([]string{k.lock, k.fence, k.queue, k.timeouts}, owner, op, k.wake, c.argFenceTTL, c.argCheck)
+}
+
 // multiOps drives a held MultiLock: one script when its keys share a slot,
 // else one Lock script per member (pipelined).
 type multiOps struct {
 	c       *Client
-	ks      []lockKeys
+	ks      []queueKeys
 	owner   string
 	oneSlot bool
 }
@@ -225,16 +242,16 @@ func (o multiOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
 func (o multiOps) release(ctx context.Context) (seam.Released, error) {
 	op := ids.Op()
 	if o.oneSlot {
-		args := []any{o.owner, op}
+		args := []any{o.owner, op, o.c.argFenceTTL, o.c.argCheck}
 		for _, k := range o.ks {
 			args = append(args, k.wake)
 		}
-		n, err := multiRelease.call(o.locks(), args...).runInt(ctx, o.c.rdb)
+		n, err := multiRelease.call(keysOf(o.ks), args...).runInt(ctx, o.c.rdb)
 		return seam.Released(n), err
 	}
 	calls := make([]scriptCall, len(o.ks))
-	for i, k := range o.ks {
-		calls[i] = lockRelease.call([]string{k.lock}, o.owner, op, k.wake)
+	for i := range o.ks {
+		calls[i] = memberRelease(o.c, &o.ks[i], o.owner, op)
 	}
 	ns, err := runCalls(ctx, o.c.rdb, calls)
 	switch {

@@ -7,6 +7,12 @@ import (
 	"time"
 )
 
+// mutexInspector is a Mutex's answer to Inspect.
+var mutexInspector = inspector{withLibs("mutex_inspect.lua", "lib.lua", "inspect_lib.lua"), func(c *Client, name string) []string {
+	k := c.queueKeys(name)
+	return []string{k.lock, k.fence, k.queue, k.timeouts}
+}}
+
 // Mutex is the minimal correct lock (one string key, SET NX PX, a random
 // token per acquisition, compare-and-delete release), with a waiter queue:
 // a release hands a contended Mutex straight to the first live waiter (see

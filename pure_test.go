@@ -62,27 +62,36 @@ func TestParseMeta(t *testing.T) {
 	}
 }
 
-func TestSplitMutexValue(t *testing.T) {
-	tok, f, meta, ok := splitMutexValue("abc|17|h|1|2|l")
-	if !ok || tok != "abc" || f != 17 || meta != "h|1|2|l" {
-		t.Fatalf("split: %q %d %q %v", tok, f, meta, ok)
+// TestParseInspect reads the normalized inspect reply every shape's
+// script returns (lua/inspect_lib.lua); a short or mistyped one is an
+// error, never a panic.
+func TestParseInspect(t *testing.T) {
+	good := []any{"mutex", int64(1500), int64(42), int64(0),
+		int64(1), "0123456789abcdef0123456789abcdef", "h|9|1700000000000|lbl", int64(1), int64(41), "", int64(1500),
+		int64(1), "owner1234567", "w|7|1700000000001|", "", int64(900)}
+	info, err := parseInspect("x", good)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, bad := range []string{"", "abc", "abc|x|m"} {
-		if _, _, _, ok := splitMutexValue(bad); ok {
-			t.Errorf("splitMutexValue(%q) accepted a malformed value", bad)
+	if info.Shape != "mutex" || !info.Held || info.TTL != 1500*time.Millisecond || info.LastFence != 42 || len(info.Holders) != 1 || len(info.Queue) != 1 {
+		t.Fatalf("parseInspect: %+v", info)
+	}
+	if h := info.Holders[0]; h.ID != "01234567" || h.Host != "h" || h.PID != 9 || h.Label != "lbl" || h.Fence != 41 || h.Count != 1 {
+		t.Fatalf("holder: %+v", h)
+	}
+	if w := info.Queue[0]; w.ID != "owner123" || w.PID != 7 || w.Deadline != 900*time.Millisecond {
+		t.Fatalf("waiter: %+v", w)
+	}
+	free, err := parseInspect("x", []any{"", int64(-2), int64(0), int64(0), int64(0), int64(0)})
+	if err != nil || free.Held || free.TTL >= 0 || free.Shape != "" {
+		t.Fatalf("a free lock: %+v %v", free, err)
+	}
+	for i := range good {
+		if _, err := parseInspect("x", good[:i]); err == nil {
+			t.Errorf("a reply cut at %d read without error", i)
 		}
 	}
-}
-
-func TestQueueWaiter(t *testing.T) {
-	w, ok := queueWaiter("op1|owner123456789|30000|client|h|9|1700000000000|lbl", time.Second)
-	if !ok || w.ID != "owner123" || w.Host != "h" || w.PID != 9 || w.Label != "lbl" || w.Deadline != time.Second {
-		t.Fatalf("queueWaiter: %+v %v", w, ok)
-	}
-	if _, ok := queueWaiter("op|owner|1|c|m", 0); ok {
-		t.Error("a waiter past its deadline is listed")
-	}
-	if _, ok := queueWaiter(42, time.Second); ok {
-		t.Error("a non-string member is listed")
+	if _, err := parseInspect("x", []any{int64(1), "no", int64(0)}); err == nil {
+		t.Error("a mistyped reply read without error")
 	}
 }

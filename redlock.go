@@ -273,8 +273,8 @@ func (s redShape) attempt(owner string, ttl time.Duration, now time.Time) *attem
 // nodeCall is the acquisition on node i: a reentrant Lock.
 func (s redShape) nodeCall(i int, a *attempt) scriptCall {
 	c := s.r.clients[i]
-	k := c.keys(s.r.name)
-	return lockAcquire.call([]string{k.lock, k.fence}, a.owner, a.op, ms(a.ttl), a.meta, c.argFenceTTL)
+	k := c.queueKeys(s.r.name)
+	return memberAcquire(c, &k, a)
 }
 
 func (s redShape) acquireCall(a *attempt) scriptCall { return s.nodeCall(0, a) }
@@ -372,8 +372,8 @@ func (o redOps) releaseNode(i int) {
 	ctx, cancel := context.WithTimeout(context.Background(), unlockTimeout)
 	defer cancel()
 	c := o.r.clients[i]
-	k := c.keys(o.r.name)
-	_ = lockRelease.call([]string{k.lock}, o.owner, ids.Op(), "").run(ctx, c.rdb).Err() // wakes nobody
+	k := c.queueKeys(o.r.name)
+	_ = memberRelease(c, &k, o.owner, ids.Op()).run(ctx, c.rdb).Err()
 }
 
 // vote runs call on every node and reports true once a quorum said yes,
@@ -418,8 +418,8 @@ func (o redOps) release(ctx context.Context) (seam.Released, error) {
 	first.sub.wakeLocal(first.keys(o.r.name).wake)
 	ok, err := o.vote(ctx, "release", untilAll, func(ctx context.Context, i int) nodeReply {
 		c := o.r.clients[i]
-		k := c.keys(o.r.name)
-		n, err := lockRelease.call([]string{k.lock}, o.owner, op, k.wake).runInt(ctx, c.rdb)
+		k := c.queueKeys(o.r.name)
+		n, err := memberRelease(c, &k, o.owner, op).runInt(ctx, c.rdb)
 		return nodeReply{yes: err == nil && n != int64(releaseNotOurs), err: err}
 	})
 	switch {

@@ -7,6 +7,12 @@ import (
 	"time"
 )
 
+// reentrantInspector is a Lock's or FairLock's answer to Inspect.
+var reentrantInspector = inspector{withLibs("reentrant_inspect.lua", "lib.lua", "inspect_lib.lua"), func(c *Client, name string) []string {
+	k := c.queueKeys(name)
+	return []string{k.lock, k.fence, k.queue, k.timeouts}
+}}
+
 // reentrantShape is a Lock or a FairLock: a reentrant hash with a waiter
 // queue (lua/reentrant_lib.lua). strict is a FairLock's arrival order: a
 // free lock goes to the first live waiter, not to the caller.

@@ -18,6 +18,12 @@ var (
 	zsetLive       = withLibs("zset_live.lua", "lib.lua")
 )
 
+// rwInspector is an RWLock's answer to Inspect.
+var rwInspector = inspector{withLibs("rw_inspect.lua", "lib.lua", "rw_lib.lua", "inspect_lib.lua"), func(c *Client, name string) []string {
+	k := (&RWLock{c: c, name: name}).keys()
+	return []string{k.lock, k.fence, k.readers, k.holds, k.writers}
+}}
+
 // RWLock is a read-write lock: any number of readers share it, a writer
 // holds it alone.
 //

@@ -23,8 +23,6 @@ var (
 	reentrantAcquire = queued("reentrant_acquire.lua", "reentrant_lib.lua")
 	reentrantRelease = queued("reentrant_release.lua", "reentrant_lib.lua")
 	reentrantLeave   = queued("reentrant_leave.lua", "reentrant_lib.lua")
-	lockAcquire      = granting("lock_acquire.lua")
-	lockRelease      = plain("lock_release.lua")
 	lockExtend       = plain("lock_extend.lua")
 	serverTime       = withLibs("server_time.lua", "lib.lua")
 )
@@ -51,23 +49,23 @@ func granting(name string) *luaScript {
 // call, so a script gets only the libraries it uses.
 func queued(name, lib string) *luaScript {
 	if lib == "reentrant_lib.lua" {
-		return withLibs(name, "fence.lua", "lib.lua", "queue_lib.lua", lib)
+		return withLibs(name, "fence.lua", "lib.lua", "reentrant_hash.lua", "queue_lib.lua", lib)
 	}
 	return withLibs(name, "fence.lua", "queue_lib.lua", lib)
 }
 
 // withLibs is the script name with library files (fence.lua, lib.lua, ...:
 // local functions, not scripts of their own) prepended in the order given.
-// A script with a "--@libraries" line gets every library but fence.lua
-// there instead: the path above that line (a free lock's grant, an
-// unwaited release) runs before the other libraries' functions are defined,
-// and pays for none of them.
+// A script with a "--@libraries" line gets every library but the head
+// libraries there instead: the path above that line (a free lock's grant,
+// an unwaited release) runs before the other libraries' functions are
+// defined, and pays for none of them.
 func withLibs(name string, libs ...string) *luaScript {
 	src := readLua(name)
 	head, tail, split := strings.Cut(src, libMarker)
 	var b strings.Builder
 	for _, l := range libs {
-		if split && l != "fence.lua" {
+		if split && !headLibs[l] {
 			continue
 		}
 		b.WriteString(readLua(l))
@@ -79,7 +77,7 @@ func withLibs(name string, libs ...string) *luaScript {
 	}
 	b.WriteString(head)
 	for _, l := range libs {
-		if l != "fence.lua" {
+		if !headLibs[l] {
 			b.WriteString(readLua(l))
 			b.WriteString("\n")
 		}
@@ -87,6 +85,10 @@ func withLibs(name string, libs ...string) *luaScript {
 	b.WriteString(tail)
 	return newLuaScript(b.String())
 }
+
+// headLibs are the small libraries a fast path may use: they are defined
+// before the "--@libraries" line too.
+var headLibs = map[string]bool{"fence.lua": true, "lib.lua": true, "reentrant_hash.lua": true}
 
 // libMarker is the line where a script wants its libraries (see withLibs).
 const libMarker = "--@libraries\n"

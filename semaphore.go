@@ -16,6 +16,12 @@ var (
 	semSetCap  = plain("sem_set_permits.lua")
 )
 
+// semInspector is a Semaphore's answer to Inspect.
+var semInspector = inspector{withLibs("sem_inspect.lua", "lib.lua", "inspect_lib.lua"), func(c *Client, name string) []string {
+	k := (&Semaphore{c: c, name: name}).keys()
+	return []string{k.lock, k.data, k.fence, k.count}
+}}
+
 // Semaphore lets up to a fixed number of holders in at once (Redisson's
 // RPermitExpirableSemaphore). Every permit is held through its own Lease,
 // with its own id, fencing token, lease and watchdog, like a lock: a permit

@@ -1,5 +1,7 @@
 -- fence.lua: prepended to every script that grants a lock (not a script of its own).
 --
+-- refused(pttl) is an acquire script's refusal (a grant answers its fence).
+--
 -- clock() reads the server time once: milliseconds (the clock that expiries
 -- and queue deadlines are kept in), microseconds (for fencing tokens), and
 -- the microseconds as decimal digits.
@@ -23,6 +25,13 @@
 -- of its members'). Numbers stay below 2^53, so Lua's doubles hold them
 -- exactly; they are written as digits (TIME's own, or %.0f), never with
 -- tostring.
+-- refused is an acquire script's one-integer refusal: -(pttl + 2), where
+-- pttl is the holder's remaining TTL in ms (-1: none); a grant answers its
+-- fence, a positive number.
+local function refused(pttl)
+  return -(pttl + 2)
+end
+
 local function clock()
   local t = redis.call('TIME')
   local u = t[2]

@@ -1,9 +1,11 @@
--- multi_acquire.lua: take a MultiLock's members (reentrant Lock hashes, see
--- lock_acquire.lua) all at once, or none: used when every member key is in
+-- multi_acquire.lua: take a MultiLock's members (Lock-shaped hashes, see
+-- reentrant_hash.lua) all at once, or none: used when every member key is in
 -- one hash slot (or on a standalone server).
 --
--- KEYS[2i-1]  lock key of member i (in canonical order)
--- KEYS[2i]    fence counter of member i
+-- KEYS[4i-3]  lock key of member i (in canonical order)
+-- KEYS[4i-2]  fence counter of member i
+-- KEYS[4i-1]  queue key of member i (read only by its release)
+-- KEYS[4i]    timeouts key of member i
 -- ARGV[1]     owner (32 hex chars)
 -- ARGV[2]     operation id, unique to one Acquire call
 -- ARGV[3]     lease in milliseconds
@@ -16,41 +18,32 @@
 --                         operation was already applied (a retry) is left as it is.
 --         {0, pttl, i}    member i is held by another owner (pttl: its
 --                         remaining TTL in ms, -1: none); nothing was changed
---                         but member i's waiters mark w (see reentrant_lib.lua)
--- Errors  WRONGTYPE       a member key is not a hash of this shape
-local n = #KEYS / 2
+--                         but member i's waiters mark (reentrant_wait)
+-- Errors  WRONGTYPE       a member key is not a hash of a lock
+local n = #KEYS / 4
+local fields = {}
 for i = 1, n do
-  local f = redis.call('HMGET', KEYS[2 * i - 1], 'o', 's', 'w')
-  local o = f[1]
-  if not o then
-    if redis.call('EXISTS', KEYS[2 * i - 1]) == 1 then
-      return redis.error_reply('WRONGTYPE lock key holds a hash of another shape')
-    end
-  elseif o ~= ARGV[1] then
-    if f[2] ~= 'rw' and not f[3] then
-      redis.call('HSET', KEYS[2 * i - 1], 'w', '1') -- a Lock's release must wake us (reentrant_lib.lua)
-    end
-    return {0, redis.call('PTTL', KEYS[2 * i - 1]), i}
+  local f, foreign = reentrant_fields(redis.call('HGETALL', KEYS[4 * i - 3]))
+  if foreign then
+    return redis.error_reply('WRONGTYPE lock key holds a hash of another shape')
   end
+  if f.o and f.o ~= ARGV[1] then
+    reentrant_wait(KEYS[4 * i - 3], f)
+    return {0, redis.call('PTTL', KEYS[4 * i - 3]), i}
+  end
+  fields[i] = f
 end
 local fence = 0
 for i = 1, n do
-  local k = KEYS[2 * i - 1]
+  local k, f = KEYS[4 * i - 3], fields[i]
   local t
-  if not redis.call('HGET', k, 'o') then
+  if not f.o then
     local digits
-    t, digits = next_fence(KEYS[2 * i], ARGV[5])
-    redis.call('HSET', k, 'o', ARGV[1], 'n', 1, 't', digits, 'm', ARGV[4], 'x', ARGV[2])
-    redis.call('PEXPIRE', k, ARGV[3])
+    t, digits = next_fence(KEYS[4 * i - 2], ARGV[5])
+    reentrant_grant(k, digits, '', ARGV[1], ARGV[2], ARGV[4], ARGV[3], false, false)
   else
-    t = tonumber(redis.call('HGET', k, 't'))
-    if redis.call('HGET', k, 'x') ~= ARGV[2] then
-      redis.call('HINCRBY', k, 'n', 1)
-      redis.call('HSET', k, 'x', ARGV[2])
-      if redis.call('PTTL', k) < tonumber(ARGV[3]) then
-        redis.call('PEXPIRE', k, ARGV[3])
-      end
-    end
+    t = tonumber(f.t)
+    reentrant_reenter(k, f, ARGV[2], ARGV[3])
   end
   if t > fence then
     fence = t

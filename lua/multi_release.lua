@@ -1,32 +1,29 @@
--- multi_release.lua: release one hold of every member of a MultiLock whose keys share a slot.
+-- multi_release.lua: release one hold of every member of a MultiLock whose
+-- keys share one slot, as reentrant_release.lua releases one Lock.
 --
--- KEYS[i]  lock key of member i
--- ARGV[1]  owner (32 hex chars)
--- ARGV[2]  operation id, unique to one Unlock call
--- ARGV[2+i]  wake-up channel of member i
+-- KEYS[4i-3..4i]  lock, fence, queue and timeouts keys of member i
+-- ARGV[1]         owner (32 hex chars)
+-- ARGV[2]         operation id, unique to one Unlock call
+-- ARGV[3]         fence counter TTL in milliseconds
+-- ARGV[4]         '1' if a hand-off must reach a subscriber of the waiter's
+--                 Client channel (not on a Cluster: see q_hand)
+-- ARGV[4+i]       wake-up channel of member i
 --
--- Every member this owner holds is released as lock_release.lua does (count
--- decremented; at 0 the key is deleted and one waiter of that member woken),
--- also when other members are no longer ours.
---
--- Returns 1  every member was ours and is now free
---         2  every member was ours; some are still held by this owner
---            (re-entered), or this operation was already applied
---         0  some member was no longer ours (the others were released)
+-- Returns 1  released: every member's count reached 0; each went to its
+--            first live waiter, or was deleted (its MultiLock waiters woken)
+--         2  still held by this owner on some member (re-entered)
+--         0  not ours on some member (lost); the others were released
 -- Errors  WRONGTYPE   a member key exists and is not a hash
 local lost, held = false, false
-for i = 1, #KEYS do
-  local k = KEYS[i]
-  if redis.call('HGET', k, 'o') ~= ARGV[1] then
+for i = 1, #KEYS / 4 do
+  local k = KEYS[4 * i - 3]
+  local r, f = reentrant_unhold(k, ARGV[1], ARGV[2])
+  if r == 0 then
     lost = true
-  elseif redis.call('HGET', k, 'x') == ARGV[2] then
-    held = true
-  elseif redis.call('HINCRBY', k, 'n', -1) > 0 then
-    redis.call('HSET', k, 'x', ARGV[2])
+  elseif r == 2 then
     held = true
   else
-    redis.call('DEL', k)
-    redis.call('PUBLISH', ARGV[2 + i], '1')
+    reentrant_hand_on(k, KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i], f.t, f.s, ARGV[4 + i], ARGV[3], ARGV[4], f.w)
   end
 end
 if lost then

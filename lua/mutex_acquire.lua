@@ -25,7 +25,7 @@
 -- Returns fence > 0   granted; also when the key already holds ARGV[1]: it was
 --                     handed to this call, or this is a retry whose first
 --                     reply was lost; the TTL becomes the lease
---         -(pttl + 2) held by someone else (see q_refused); pttl is the
+--         -(pttl + 2) held by someone else (see refused); pttl is the
 --                     holder's remaining TTL in ms (-1: the key has no TTL);
 --                     unless ARGV[6] is 0 the call is queued (or keeps its
 --                     place), its deadline now + ARGV[6]
@@ -67,4 +67,4 @@ if qt > 0 then
   q_join(KEYS[3], KEYS[4], q_member(ARGV[2], ARGV[1], ARGV[3], ARGV[7], ARGV[4]), now_ms, qt)
   mutex_mark(KEYS[1], v)
 end
-return q_refused(redis.call('PTTL', KEYS[1]))
+return refused(redis.call('PTTL', KEYS[1]))

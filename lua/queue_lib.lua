@@ -16,13 +16,6 @@
 -- publishes "op|fence|ttl-ms" to it: the waiter needs no further round trip
 -- (see q_hand).
 
--- q_refused is an acquire script's one-integer refusal: -(pttl + 2), where
--- pttl is the holder's remaining TTL in ms (-1: none); a grant answers its
--- fence, a positive number.
-local function q_refused(pttl)
-  return -(pttl + 2)
-end
-
 -- q_member is the member of one waiting Acquire call.
 local function q_member(op, holder, lease, client, meta)
   return op .. '|' .. holder .. '|' .. lease .. '|' .. client .. '|' .. meta

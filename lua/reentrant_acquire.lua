@@ -10,7 +10,9 @@
 -- ARGV[3]  lease in milliseconds
 -- ARGV[4]  holder metadata (host|pid|acquired-at-ms|label)
 -- ARGV[5]  fence counter TTL in milliseconds
--- ARGV[6]  queue timeout in milliseconds; 0: try once without queueing
+-- ARGV[6]  queue timeout in milliseconds; 0: try once without queueing; < 0:
+--          wait without a place in the queue (a MultiLock's member, a
+--          RedLock's node): a refusal only marks the lock waited for
 -- ARGV[7]  id of the caller's Client (16 hex chars)
 -- ARGV[8]  '1' if an earlier attempt of this call queued it, else '0'
 -- ARGV[9]  wake-up channel of the lock (hand-offs go to ARGV[9] .. ':' .. client)
@@ -26,8 +28,8 @@
 --                            handed to this call (or a retry of this call
 --                            finds it already applied); the TTL is raised to
 --                            at least the lease
---         -(pttl + 2)        not this call's turn (see q_refused); unless
---                            ARGV[6] is 0 it is queued (or keeps its place,
+--         -(pttl + 2)        not this call's turn (see refused); with
+--                            ARGV[6] > 0 it is queued (or keeps its place,
 --                            with a new deadline of now + ARGV[6]); pttl is
 --                            the holder's remaining TTL in ms (-1: none)
 -- Errors  WRONGTYPE          the key is not a hash of a lock
@@ -36,33 +38,32 @@
 -- a free lock nobody queues for: such a grant costs no function definitions
 -- but fence.lua's.
 local h = redis.call('HGETALL', KEYS[1])
+local qt = tonumber(ARGV[6])
 if #h == 0 and ARGV[8] ~= '1' and (ARGV[11] ~= '1' or redis.call('ZCARD', KEYS[3]) == 0) then
   local t, digits = next_fence(KEYS[2], ARGV[5])
-  -- the grant reentrant_grant (reentrant_lib.lua) writes to a free lock
-  if ARGV[10] == '' then
-    redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 't', digits, 'm', ARGV[4], 'x', ARGV[2])
-  else
-    redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 't', digits, 'm', ARGV[4], 'x', ARGV[2], 's', ARGV[10])
-  end
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  reentrant_grant(KEYS[1], digits, ARGV[10], ARGV[1], ARGV[2], ARGV[4], ARGV[3], false, false)
   return t
 end
---@libraries
 local f, foreign = reentrant_fields(h)
-if f.o == ARGV[1] then
-  local n = tonumber(f.n)
-  if f.h ~= ARGV[2] and f.x ~= ARGV[2] then
-    n = redis.call('HINCRBY', KEYS[1], 'n', 1)
-    redis.call('HSET', KEYS[1], 'x', ARGV[2])
-  end
-  keep(KEYS[1], ARGV[3])
-  if ARGV[8] == '1' then
-    q_leave(KEYS[3], KEYS[4], q_member(ARGV[2], ARGV[1], ARGV[3], ARGV[7], ARGV[4]))
-  end
-  return tonumber(f.t)
-end
 if foreign then
   return redis.error_reply('WRONGTYPE lock key holds a hash of another shape')
+end
+if f.o == ARGV[1] then
+  reentrant_reenter(KEYS[1], f, ARGV[2], ARGV[3])
+  if ARGV[8] ~= '1' then
+    return tonumber(f.t)
+  end
+end
+if f.o and f.o ~= ARGV[1] and qt <= 0 then
+  if qt < 0 then
+    reentrant_wait(KEYS[1], f)
+  end
+  return refused(redis.call('PTTL', KEYS[1]))
+end
+--@libraries
+if f.o == ARGV[1] then -- a queued call re-entered: it leaves its place
+  q_leave(KEYS[3], KEYS[4], q_member(ARGV[2], ARGV[1], ARGV[3], ARGV[7], ARGV[4]))
+  return tonumber(f.t)
 end
 local handed = false
 if not f.o then
@@ -78,11 +79,10 @@ if not f.o then
     return t
   end
 end
-local qt = tonumber(ARGV[6])
 if qt > 0 then
   q_join(KEYS[3], KEYS[4], q_member(ARGV[2], ARGV[1], ARGV[3], ARGV[7], ARGV[4]), clock(), qt)
-  if f.o and not f.w then
-    redis.call('HSET', KEYS[1], 'w', '1')
+  if f.o then
+    reentrant_wait(KEYS[1], f)
   end
 end
-return q_refused(redis.call('PTTL', KEYS[1]))
+return refused(redis.call('PTTL', KEYS[1]))

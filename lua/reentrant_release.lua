@@ -1,5 +1,5 @@
 -- reentrant_release.lua: release one hold of a Lock or FairLock; at count 0
--- hand it to the first live waiter (see reentrant_lib.lua).
+-- hand it to the first live waiter (see reentrant_hash.lua and reentrant_lib.lua).
 --
 -- KEYS[1]  lock key
 -- KEYS[2]  fence counter
@@ -23,22 +23,14 @@
 --
 -- The libraries are defined at the "--@libraries" line: releasing a lock
 -- nobody waits for (no waiters mark) costs no function definitions.
-local f = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'x', 's', 'w')
-if f[1] ~= ARGV[1] then
-  return 0
+local r, f = reentrant_unhold(KEYS[1], ARGV[1], ARGV[2])
+if r ~= 1 then
+  return r
 end
-if f[4] == ARGV[2] then
-  return 2
-end
-if (tonumber(f[2]) or 1) > 1 then
-  redis.call('HINCRBY', KEYS[1], 'n', -1)
-  redis.call('HSET', KEYS[1], 'x', ARGV[2])
-  return 2
-end
-if not f[6] then
-  redis.call('DEL', KEYS[1]) -- unmarked: nobody waits (reentrant_lib.lua)
+if not f.w then
+  redis.call('DEL', KEYS[1]) -- unmarked: nobody waits (reentrant_hash.lua)
   return 1
 end
 --@libraries
-reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], f[3], f[5], ARGV[3], ARGV[4], ARGV[5], f[6])
+reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], f.t, f.s, ARGV[3], ARGV[4], ARGV[5], f.w)
 return 1
