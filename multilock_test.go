@@ -271,3 +271,39 @@ func ExampleMultiLock() {
 	// stock:1001,stock:1002
 	// <nil>
 }
+
+// A MultiLock's release hands a member to the Lock waiter queued on it (a
+// hand-off, like a Lock's release), instead of leaving it to wake on its
+// timer.
+func TestMultiLockReleaseHandsOff(t *testing.T) {
+	rdb := server(t)
+	c, w := newClient(t, rdb), newClient(t, rdb)
+	ctx := context.Background()
+	m, err := c.MultiLock("ho-a", "ho-b").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan time.Time, 1)
+	go func() {
+		l, err := w.Lock("ho-a").Acquire(ctx, dlock.Wait(10*time.Second), dlock.QueueTimeout(9*time.Second))
+		if err != nil {
+			t.Error(err)
+			got <- time.Time{}
+			return
+		}
+		got <- time.Now()
+		_ = l.Unlock(ctx)
+	}()
+	eventually(t, 5*time.Second, "the Lock waiter queued", func() bool {
+		return rdb.ZCard(ctx, "dlock:{ho-a}:queue").Val() == 1
+	})
+	released := time.Now()
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	at := <-got
+	// Its timer would wake it at a third of its 9 s queue timeout.
+	if d := at.Sub(released); at.IsZero() || d > time.Second {
+		t.Fatalf("the queued Lock waiter got the member %v after the MultiLock's release, want a hand-off", d)
+	}
+}
