@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock/seam"
-	"github.com/redis/go-redis/v9"
 )
 
 // acquire is the wait loop shared by every Redis shape: try; if held, wait
@@ -417,22 +416,6 @@ func (c *Client) tryOnce(ctx context.Context, sh redisShape, spec *shapeSpec, a 
 		}
 	}
 	return g, nil
-}
-
-// readGrant reads an acquire script's reply, an integer (intGrant) or an
-// array (parseGrant).
-func readGrant(cmd *redis.Cmd) (grant, error) {
-	if err := cmd.Err(); err != nil {
-		return grant{}, err
-	}
-	if n, ok := cmd.Val().(int64); ok {
-		return intGrant(n), nil
-	}
-	v, err := cmd.Int64Slice()
-	if err != nil {
-		return grant{}, err
-	}
-	return parseGrant(v)
 }
 
 // late gives g back and reports true if it arrived after its lease ran out

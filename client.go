@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/dlockgo/dlock/observe"
-	"github.com/dlockgo/dlock/seam"
 	"log/slog"
 	"os"
 	"reflect"
@@ -13,6 +11,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dlockgo/dlock/observe"
+	"github.com/dlockgo/dlock/seam"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -247,4 +248,15 @@ func callBound(rdb redis.UniversalClient) (bool, time.Duration) {
 		return false, 0
 	}
 	return false, time.Duration(tries) * (rt + wt + max(backoff, 0))
+}
+
+// listenCheck is the scripts' check flag: "1" when a hand-off must reach a
+// subscriber of the waiter's Client channel (so a waiter whose Client is gone,
+// cut off or not subscribed yet is passed over and keeps its place), "0" on a
+// Cluster, where PUBLISH counts the subscribers of one node only.
+func (c *Client) listenCheck() string {
+	if _, cluster := c.rdb.(*redis.ClusterClient); cluster {
+		return "0"
+	}
+	return "1"
 }

@@ -283,7 +283,7 @@ func TestFairReentrant(t *testing.T) {
 	if err != nil || info.Shape != "fair" || info.Holders[0].Count != 2 || len(info.Queue) != 1 {
 		t.Fatalf("inspect: %+v %v, want fair, count 2, one waiter", info, err)
 	}
-	if w := info.Queue[0]; w.Deadline <= 0 || w.Deadline > (5 * time.Second) || w.PID == 0 {
+	if w := info.Queue[0]; w.Deadline <= 0 || w.Deadline > (5*time.Second) || w.PID == 0 {
 		t.Fatalf("waiter %+v: want a deadline within the queue timeout and holder metadata", w)
 	}
 	_ = inner.Unlock(ctx)

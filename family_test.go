@@ -3,13 +3,14 @@ package dlock_test
 import (
 	"context"
 	"errors"
-	"github.com/dlockgo/dlock/observe"
-	"github.com/dlockgo/dlock/seam"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dlockgo/dlock/observe"
+	"github.com/dlockgo/dlock/seam"
 
 	"github.com/dlockgo/dlock"
 )

@@ -3,8 +3,9 @@ package dlock
 import (
 	"context"
 	"errors"
-	"github.com/dlockgo/dlock/seam"
 	"slices"
+
+	"github.com/dlockgo/dlock/seam"
 
 	"github.com/redis/go-redis/v9"
 )

@@ -3,11 +3,12 @@ package dlock_test
 import (
 	"context"
 	"errors"
-	"github.com/dlockgo/dlock/seam"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlockgo/dlock/seam"
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/redistest"

@@ -9,11 +9,12 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"github.com/dlockgo/dlock/seam"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlockgo/dlock/seam"
 
 	"github.com/dlockgo/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"

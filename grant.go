@@ -3,6 +3,8 @@ package dlock
 import (
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // grant is the reply of an acquire script: {1, fence, ...} granted, or
@@ -43,3 +45,19 @@ func intGrant(n int64) grant {
 
 // ms is d in whole milliseconds, rounded up (what scripts take).
 func ms(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
+
+// readGrant reads an acquire script's reply, an integer (intGrant) or an
+// array (parseGrant).
+func readGrant(cmd *redis.Cmd) (grant, error) {
+	if err := cmd.Err(); err != nil {
+		return grant{}, err
+	}
+	if n, ok := cmd.Val().(int64); ok {
+		return intGrant(n), nil
+	}
+	v, err := cmd.Int64Slice()
+	if err != nil {
+		return grant{}, err
+	}
+	return parseGrant(v)
+}

@@ -3,10 +3,11 @@ package dlock_test
 import (
 	"context"
 	"errors"
-	"github.com/dlockgo/dlock/seam"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlockgo/dlock/seam"
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/redisproc"

@@ -12,13 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// inspector is one shape's answer to Inspect: its inspect script (a
-// normalized reply, see lua/inspect_lib.lua) and the keys it reads.
-type inspector struct {
-	script *luaScript
-	keys   func(c *Client, name string) []string
-}
-
 // inspectors are asked in this order; the first that recognises the name's
 // keys answers (the last answers for a free name).
 var inspectors = []inspector{rwInspector, semInspector, reentrantInspector, mutexInspector}

@@ -2,12 +2,10 @@ package dlock
 
 import (
 	"context"
-	"errors"
-	"github.com/dlockgo/dlock/internal/ids"
-	"github.com/dlockgo/dlock/seam"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/dlockgo/dlock/internal/ids"
+	"github.com/dlockgo/dlock/seam"
 )
 
 // keyOps drives a lock kept in one Redis key by a holder id: release and
@@ -52,5 +50,3 @@ func (o *keyOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
 func (o *keyOps) verify(ctx context.Context) (bool, error) {
 	return o.owned(ctx, o.c, o.keys.lock, o.holder)
 }
-
-func isNil(err error) bool { return errors.Is(err, redis.Nil) }

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/dlockgo/dlock/seam"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dlockgo/dlock/seam"
 
 	"github.com/redis/go-redis/v9"
 )

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/dlockgo/dlock/seam"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dlockgo/dlock/seam"
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/redistest"

@@ -3,12 +3,13 @@ package dlock
 import (
 	"context"
 	"fmt"
-	"github.com/dlockgo/dlock/internal/ids"
-	"github.com/dlockgo/dlock/seam"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dlockgo/dlock/internal/ids"
+	"github.com/dlockgo/dlock/seam"
 
 	"github.com/redis/go-redis/v9"
 )

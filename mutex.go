@@ -2,9 +2,10 @@ package dlock
 
 import (
 	"context"
-	"github.com/dlockgo/dlock/seam"
 	"strings"
 	"time"
+
+	"github.com/dlockgo/dlock/seam"
 )
 
 // mutexInspector is a Mutex's answer to Inspect.

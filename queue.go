@@ -2,10 +2,11 @@ package dlock
 
 import (
 	"context"
-	"github.com/dlockgo/dlock/seam"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dlockgo/dlock/seam"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -84,17 +85,6 @@ func (k *queueKeys) acquireArgs(s *luaScript, a *attempt, extra int) []any {
 // queueMember is the attempt's member of a queue (see lua/queue_lib.lua).
 func (c *Client) queueMember(a *attempt) string {
 	return a.op + "|" + a.token + "|" + strconv.FormatInt(ms(a.ttl), 10) + "|" + c.sub.id + "|" + a.meta
-}
-
-// listenCheck is the scripts' check flag: "1" when a hand-off must reach a
-// subscriber of the waiter's Client channel (so a waiter whose Client is gone,
-// cut off or not subscribed yet is passed over and keeps its place), "0" on a
-// Cluster, where PUBLISH counts the subscribers of one node only.
-func (c *Client) listenCheck() string {
-	if _, cluster := c.rdb.(*redis.ClusterClient); cluster {
-		return "0"
-	}
-	return "1"
 }
 
 // usableHandoff reports whether a hand-off for ttl may be taken without a

@@ -2,10 +2,12 @@ package dlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"github.com/dlockgo/dlock/seam"
 	"strings"
 	"time"
+
+	"github.com/dlockgo/dlock/seam"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -52,3 +54,5 @@ func redisCause(err error) error {
 	}
 	return err
 }
+
+func isNil(err error) bool { return errors.Is(err, redis.Nil) }

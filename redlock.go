@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/dlockgo/dlock/internal/ids"
-	"github.com/dlockgo/dlock/seam"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dlockgo/dlock/internal/ids"
+	"github.com/dlockgo/dlock/seam"
 )
 
 // Bounds of RedLock's random delay between attempts.

@@ -2,9 +2,10 @@ package dlock
 
 import (
 	"context"
+	"time"
+
 	"github.com/dlockgo/dlock/internal/ids"
 	"github.com/dlockgo/dlock/seam"
-	"time"
 )
 
 // reentrantInspector is a Lock's or FairLock's answer to Inspect.

@@ -3,8 +3,9 @@ package dlock
 import (
 	"context"
 	"fmt"
-	"github.com/dlockgo/dlock/seam"
 	"strings"
+
+	"github.com/dlockgo/dlock/seam"
 
 	"github.com/redis/go-redis/v9"
 )

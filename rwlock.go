@@ -2,10 +2,11 @@ package dlock
 
 import (
 	"context"
-	"github.com/dlockgo/dlock/internal/ids"
-	"github.com/dlockgo/dlock/seam"
 	"sync"
 	"time"
+
+	"github.com/dlockgo/dlock/internal/ids"
+	"github.com/dlockgo/dlock/seam"
 )
 
 var (
@@ -15,7 +16,6 @@ var (
 	rwWriteAcquire = withLibs("rw_write_acquire.lua", "fence.lua", "lib.lua", "rw_lib.lua")
 	rwWriteRelease = plain("rw_write_release.lua")
 	rwWriteLeave   = withLibs("rw_write_leave.lua", "lib.lua", "rw_lib.lua")
-	zsetLive       = withLibs("zset_live.lua", "lib.lua")
 )
 
 // rwInspector is an RWLock's answer to Inspect.

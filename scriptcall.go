@@ -149,3 +149,8 @@ func runCalls(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall
 	}
 	return ns, nil
 }
+
+// isNoScript reports whether err is Redis's NOSCRIPT reply.
+func isNoScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}

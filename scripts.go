@@ -3,10 +3,9 @@ package dlock
 import (
 	"context"
 	"embed"
-	"github.com/dlockgo/dlock/seam"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/dlockgo/dlock/seam"
 )
 
 //go:embed lua/*.lua
@@ -25,6 +24,7 @@ var (
 	reentrantLeave   = queued("reentrant_leave.lua", "reentrant_lib.lua")
 	lockExtend       = plain("lock_extend.lua")
 	serverTime       = withLibs("server_time.lua", "lib.lua")
+	zsetLive         = withLibs("zset_live.lua", "lib.lua") // a member of a zset of expiries is live (RWLock readers, Semaphore permits)
 )
 
 func readLua(name string) string {
@@ -92,11 +92,6 @@ var headLibs = map[string]bool{"fence.lua": true, "lib.lua": true, "reentrant_ha
 
 // libMarker is the line where a script wants its libraries (see withLibs).
 const libMarker = "--@libraries\n"
-
-// isNoScript reports whether err is Redis's NOSCRIPT reply.
-func isNoScript(err error) bool {
-	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
-}
 
 // redisErr wraps an error from Redis for operation op on lock name: WRONGTYPE
 // becomes ErrWrongType, a script's UPGRADE reply ErrUpgrade, a cancelled or

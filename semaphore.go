@@ -3,10 +3,11 @@ package dlock
 import (
 	"context"
 	"fmt"
-	"github.com/dlockgo/dlock/internal/ids"
-	"github.com/dlockgo/dlock/seam"
 	"sync"
 	"time"
+
+	"github.com/dlockgo/dlock/internal/ids"
+	"github.com/dlockgo/dlock/seam"
 )
 
 var (

@@ -2,9 +2,10 @@ package dlock
 
 import (
 	"context"
+	"time"
+
 	"github.com/dlockgo/dlock/internal/ids"
 	"github.com/dlockgo/dlock/seam"
-	"time"
 )
 
 // redisShape is the whole contract between a lock shape kept in Redis and

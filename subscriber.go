@@ -2,11 +2,12 @@ package dlock
 
 import (
 	"context"
-	"github.com/dlockgo/dlock/internal/ids"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dlockgo/dlock/internal/ids"
 
 	"github.com/redis/go-redis/v9"
 )

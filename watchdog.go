@@ -3,11 +3,12 @@ package dlock
 import (
 	"cmp"
 	"context"
-	"github.com/dlockgo/dlock/observe"
-	"github.com/dlockgo/dlock/seam"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dlockgo/dlock/observe"
+	"github.com/dlockgo/dlock/seam"
 
 	"github.com/redis/go-redis/v9"
 )
