@@ -21,9 +21,10 @@
 # it proves:
 #   - go install github.com/dlockgo/dlock/cmd/dlock@vX.Y.Z (and @latest) works
 #     and the installed `dlock --version` prints vX.Y.Z;
-#   - a consumer module importing only the core, etcdlock, zklock, dlockprom
-#     or fence builds, and prints what it pulls (go list -m all); the core's
-#     consumer pulls nothing but go-redis's own graph;
+#   - a consumer module importing only the core, etcdlock, zklock, dlockprom,
+#     dlockotel or fence builds, and prints what it pulls (go list -m all);
+#     the core's consumer pulls nothing but go-redis's own graph, and
+#     dlockotel's builds no package of the OpenTelemetry SDK (the API only);
 #   - dlock built from the checkout (-buildvcs=true) prints the git revision.
 # Builds use -trimpath so that the build cache serves later runs whatever the
 # temporary module cache's path; it changes nothing else.
@@ -176,7 +177,7 @@ consumer() {
   (cd "$dir" && user go list -m all) >"$dir/modules" || fail "go list -m all in a consumer of $*"
 }
 
-for p in "" etcdlock zklock dlockprom fence; do
+for p in "" etcdlock zklock dlockprom dlockotel fence; do
   pkg=$root${p:+/$p}
   consumer "${p:-core}" "$pkg@$version"
   mods=$work/consumer/${p:-core}/modules
@@ -186,6 +187,13 @@ for p in "" etcdlock zklock dlockprom fence; do
   step "a consumer of only $pkg builds; go list -m all: $(($(wc -l <"$mods") - 1)) modules besides itself"
   tail -n +2 "$mods" | sed 's/^/     /'
 done
+
+# dlockotel depends on the OpenTelemetry API: its consumer's build has no
+# package of the SDK (its go.mod names the SDK for dlockotel's tests only).
+deps=$(cd "$work/consumer/dlockotel" && user go list -deps .) || fail "go list -deps in a consumer of $root/dlockotel"
+sdk=$(grep '^go.opentelemetry.io/otel/sdk' <<<"$deps" || true)
+[ -z "$sdk" ] || fail "a consumer of only $root/dlockotel builds OpenTelemetry SDK packages: $(echo $sdk)"
+step "a consumer of only $root/dlockotel builds no OpenTelemetry SDK package"
 
 # The core's go.mod needs go-redis and nothing else: its consumer's graph is
 # go-redis's own, plus the core.
