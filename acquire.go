@@ -20,15 +20,15 @@ func (c *Client) acquire(ctx context.Context, sh redisShape, opts []Option) (l *
 	spec := sh.spec()
 	sctx, call := c.keeper.StartAcquire(ctx, spec.kind, spec.name)
 	defer func() { call.Done(err) }()
-	a, cfg, err := c.prepare(ctx, sh, spec, opts, start)
+	q, err := c.prepare(ctx, sh, spec, opts, start)
 	if err != nil {
 		return nil, err
 	}
-	g, sent, err := c.await(sctx, sh, spec, a, cfg, start)
+	g, sent, err := q.await(sctx, start)
 	if err != nil {
 		return nil, err
 	}
-	return c.keeper.Lease(ctx, c.grantOf(sh, spec, a, g.fence, g.ttl, sent, cfg))
+	return c.keeper.Lease(ctx, q.grantOf(q.a, g.fence, g.ttl, sent))
 }
 
 // acquireAll is acquire for an attempt that may grant several leases at
@@ -38,16 +38,17 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 	spec := sh.spec()
 	sctx, call := c.keeper.StartAcquire(ctx, spec.kind, spec.name)
 	defer func() { call.Done(err) }()
-	a, cfg, err := c.prepare(ctx, sh, spec, opts, start)
+	q, err := c.prepare(ctx, sh, spec, opts, start)
 	if err != nil {
 		return nil, err
 	}
-	g, sent, err := c.await(sctx, sh, spec, a, cfg, start)
+	a := q.a
+	g, sent, err := q.await(sctx, start)
 	if err != nil {
 		return nil, err
 	}
 	if len(a.tokens) == 0 {
-		l, err := c.keeper.Lease(ctx, c.grantOf(sh, spec, a, g.fence, g.ttl, sent, cfg))
+		l, err := c.keeper.Lease(ctx, q.grantOf(q.a, g.fence, g.ttl, sent))
 		if err != nil {
 			return nil, err
 		}
@@ -55,7 +56,7 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 	}
 	ls = make([]*Lease, 0, len(a.tokens))
 	for i, one := range a.each() {
-		gr := c.grantOf(sh, spec, one, g.fences[i], 0, sent, cfg)
+		gr := q.grantOf(one, g.fences[i], 0, sent)
 		if err != nil { // cancelled or closed meanwhile: give the rest back
 			c.keeper.GiveBack(ctx, gr)
 			continue
@@ -74,8 +75,18 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 	return ls, nil
 }
 
+// acquisition is one Acquire call in the loop: its shape, attempt and
+// options.
+type acquisition struct {
+	c    *Client
+	sh   redisShape
+	spec *shapeSpec
+	a    *attempt
+	cfg  seam.Options
+}
+
 // prepare checks the call's arguments and options and makes its attempt.
-func (c *Client) prepare(ctx context.Context, sh redisShape, spec *shapeSpec, opts []Option, start time.Time) (*attempt, seam.Options, error) {
+func (c *Client) prepare(ctx context.Context, sh redisShape, spec *shapeSpec, opts []Option, start time.Time) (acquisition, error) {
 	name := spec.name
 	var err error
 	if spec.check != nil {
@@ -84,37 +95,37 @@ func (c *Client) prepare(ctx context.Context, sh redisShape, spec *shapeSpec, op
 		err = seam.CheckName(name)
 	}
 	if err != nil {
-		return nil, seam.Options{}, wrap("acquire", spec.kind, name, err)
+		return acquisition{}, wrap("acquire", spec.kind, name, err)
 	}
 	cfg, err := seam.ParseOptions(opts)
 	if err == nil && cfg.Replicas != 0 && !spec.replicaAck {
 		err = fmt.Errorf("%w: ReplicaAck is not supported by %s", ErrInvalidArgument, spec.kind)
 	}
 	if err != nil {
-		return nil, cfg, wrap("acquire", spec.kind, name, err)
+		return acquisition{}, wrap("acquire", spec.kind, name, err)
 	}
 	if c.isClosed() {
-		return nil, cfg, wrap("acquire", spec.kind, name, ErrClosed)
+		return acquisition{}, wrap("acquire", spec.kind, name, ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, cfg, wrap("acquire", spec.kind, name, err)
+		return acquisition{}, wrap("acquire", spec.kind, name, err)
 	}
 	ttl := cfg.Lease
 	if ttl == 0 {
 		ttl = c.timeout
 	}
-	a := sh.attempt(seam.CarriedOwner(ctx), ttl, start)
+	a := spec.newAttempt(c, seam.CarriedOwner(ctx), ttl, start)
 	if spec.leave != nil && cfg.Wait != 0 {
-		a.queue = cmp.Or(cfg.QueueTimeout, defaultQueueTimeout)
-		a.queueMs = ms(a.queue)
+		a.setQueue(cmp.Or(cfg.QueueTimeout, defaultQueueTimeout))
 	}
-	return a, cfg, nil
+	return acquisition{c: c, sh: sh, spec: spec, a: a, cfg: cfg}, nil
 }
 
 // await tries until a grant, the end of the wait, or an error. sent is
 // when the request that was granted was sent (a hand-off's: the first
 // attempt's, a safe lower bound).
-func (c *Client) await(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, cfg seam.Options, start time.Time) (g grant, sent time.Time, err error) {
+func (q *acquisition) await(ctx context.Context, start time.Time) (g grant, sent time.Time, err error) {
+	c, spec, a, cfg := q.c, q.spec, q.a, q.cfg
 	name := spec.name
 	var stop time.Time
 	if cfg.Wait >= 0 {
@@ -142,14 +153,14 @@ func (c *Client) await(ctx context.Context, sh redisShape, spec *shapeSpec, a *a
 		if first.IsZero() {
 			first = sent
 		}
-		g, err = c.tryGrant(ctx, sh, spec, a, cfg)
+		g, err = q.tryGrant(ctx)
 		if err != nil {
 			if late > 0 && isCtxErr(err) {
 				err = fmt.Errorf("%w (%s)", err, lateDetail(late))
 			}
 			return g, sent, err
 		}
-		if g.ok && c.late(ctx, sh, spec, a, g, sent, cfg) {
+		if g.ok && q.late(ctx, g, sent) {
 			// Given back: taken as a refusal, tried again within the wait.
 			late++
 			g = grant{wake: spec.keys.wake, detail: lateDetail(late)}
@@ -295,17 +306,19 @@ func (c *Client) background(f func()) {
 // goroutines and tryGrant returns ctx's error when ctx ends first; what the
 // abandoned attempt then receives is given back in the background (a grant
 // is released; a queue place is left by Acquire's own leave).
-func (c *Client) tryGrant(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, cfg seam.Options) (grant, error) {
+func (q *acquisition) tryGrant(ctx context.Context) (grant, error) {
+	c := q.c
 	if c.inline(ctx) {
-		return c.tryOnce(ctx, sh, spec, a, cfg)
+		return q.tryOnce(ctx)
 	}
 	type result struct {
 		g   grant
 		err error
 	}
 	done := make(chan result, 1)
+	beside := *q // the goroutines get their own copy: q stays on its caller's stack
 	c.runBeside(func() {
-		g, err := c.tryOnce(ctx, sh, spec, a, cfg)
+		g, err := beside.tryOnce(ctx)
 		done <- result{g, err}
 	})
 	select {
@@ -315,10 +328,10 @@ func (c *Client) tryGrant(ctx context.Context, sh redisShape, spec *shapeSpec, a
 	}
 	c.background(func() {
 		if r := <-done; r.err == nil && r.g.ok {
-			c.giveBack(context.Background(), sh, spec, a, r.g, cfg)
+			beside.giveBack(context.Background(), r.g)
 		}
 	})
-	return grant{}, wrap("acquire", spec.kind, spec.name, ctx.Err())
+	return grant{}, wrap("acquire", q.spec.kind, q.spec.name, ctx.Err())
 }
 
 // inline reports whether a call under ctx returns by ctx's deadline on the
@@ -377,14 +390,15 @@ func (c *Client) work(f func()) {
 
 // tryOnce runs one acquire attempt: the shape's own try, or its acquire
 // script once (with WAIT on the same connection when ReplicaAck asks).
-func (c *Client) tryOnce(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, cfg seam.Options) (grant, error) {
+func (q *acquisition) tryOnce(ctx context.Context) (grant, error) {
+	c, sh, spec, a := q.c, q.sh, q.spec, q.a
 	var g grant
 	var err error
 	switch {
 	case spec.try != nil:
 		g, err = spec.try(ctx, a)
-	case cfg.Replicas != 0:
-		g, err = c.grantReplicated(ctx, sh, spec, a, cfg)
+	case q.cfg.Replicas != 0:
+		g, err = q.grantReplicated(ctx)
 	case spec.intReply:
 		var n int64
 		if n, err = sh.acquireCall(a).runInt(ctx, c.rdb); err != nil {
@@ -421,30 +435,32 @@ func (c *Client) tryOnce(ctx context.Context, sh redisShape, spec *shapeSpec, a 
 // late gives g back and reports true if it arrived after its lease ran out
 // on the client's clock (counted from sent): the store may already have
 // expired it and granted the lock to someone else, so it is never used.
-func (c *Client) late(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, g grant, sent time.Time, cfg seam.Options) bool {
+func (q *acquisition) late(ctx context.Context, g grant, sent time.Time) bool {
+	a := q.a
 	ttl := cmp.Or(g.ttl, a.ttl)
 	if time.Now().Before(sent.Add(ttl - seam.Drift(ttl))) {
 		return false
 	}
-	c.giveBack(ctx, sh, spec, a, g, cfg)
+	q.giveBack(ctx, g)
 	return true
 }
 
 // giveBack releases every grant of g (one, or one per attempt.tokens): a
 // grant nobody will hold.
-func (c *Client) giveBack(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, g grant, cfg seam.Options) {
-	for i, one := range a.each() {
+func (q *acquisition) giveBack(ctx context.Context, g grant) {
+	for i, one := range q.a.each() {
 		fence := g.fence
 		if len(g.fences) > i {
 			fence = g.fences[i]
 		}
-		c.keeper.GiveBack(ctx, c.grantOf(sh, spec, one, fence, 0, time.Time{}, cfg))
+		q.c.keeper.GiveBack(ctx, q.grantOf(one, fence, 0, time.Time{}))
 	}
 }
 
 // grantOf describes a Redis grant for the Keeper; ttl is the grant's TTL
 // when it is shorter than the lease asked for (a hand-off), else 0.
-func (c *Client) grantOf(sh redisShape, spec *shapeSpec, a *attempt, fence int64, ttl time.Duration, sent time.Time, cfg seam.Options) seam.Grant[*attempt] {
+func (q *acquisition) grantOf(a *attempt, fence int64, ttl time.Duration, sent time.Time) seam.Grant[*attempt] {
+	sh, spec, cfg := q.sh, q.spec, q.cfg
 	if a.ops == nil {
 		a.ops = sh.ops(a)
 	}

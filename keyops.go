@@ -30,7 +30,7 @@ func (o *keyOps) releaseCall() scriptCall {
 
 // renewCall is the script call that sets the TTL to ttl if still ours.
 func (o *keyOps) renewCall(ttl time.Duration) scriptCall {
-	return extendCall(o.extendScript, &o.keys.lock, &o.holder, o.c.ttlArg(ttl))
+	return extendCall(o.extendScript, o.keys.lock, o.holder, o.c.ttlArg(ttl))
 }
 
 func (o *keyOps) renewCalls(ttl time.Duration) []scriptCall {

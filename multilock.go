@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dlockgo/dlock/internal/ids"
@@ -41,6 +42,11 @@ var (
 type MultiLock struct {
 	c     *Client
 	names []string // sorted
+
+	once   sync.Once
+	ks     []queueKeys // the members' keys, made on first use
+	keys   []string    // every member's keys as script KEYS
+	single bool        // oneSlot's answer
 }
 
 // MultiLock returns the lock over names (in any order). The names are
@@ -62,6 +68,11 @@ func (m *MultiLock) Acquire(ctx context.Context, opts ...Option) (*Lease, error)
 // oneSlot reports whether an attempt can be one script: not a Cluster, or
 // every member key in one slot.
 func (m *MultiLock) oneSlot() bool {
+	m.build()
+	return m.single
+}
+
+func (m *MultiLock) computeOneSlot() bool {
 	if _, ok := m.c.rdb.(*redis.ClusterClient); !ok {
 		return true
 	}
@@ -77,11 +88,20 @@ func (m *MultiLock) oneSlot() bool {
 // memberKeys are the members' keys: each one a Lock's (lock, fence
 // counter, queue, deadlines), in canonical order.
 func (m *MultiLock) memberKeys() []queueKeys {
-	ks := make([]queueKeys, len(m.names))
-	for i, n := range m.names {
-		ks[i] = m.c.queueKeys(n)
-	}
-	return ks
+	m.build()
+	return m.ks
+}
+
+// build makes the members' keys once.
+func (m *MultiLock) build() {
+	m.once.Do(func() {
+		m.ks = make([]queueKeys, len(m.names))
+		for i, n := range m.names {
+			m.ks[i] = m.c.queueKeys(n)
+		}
+		m.keys = keysOf(m.ks)
+		m.single = m.computeOneSlot()
+	})
 }
 
 // keysOf is the KEYS of a script over every member.
@@ -98,7 +118,7 @@ type multiShape struct{ m *MultiLock }
 // spec: members that share a Cluster slot are taken by one script (which
 // ReplicaAck may follow); others one by one in canonical order.
 func (s multiShape) spec() *shapeSpec {
-	sp := &shapeSpec{kind: "multi", name: s.m.Name(), wake: wakeShared, check: s.validate}
+	sp := &shapeSpec{kind: "multi", name: s.m.Name(), wake: wakeShared, owned: true, check: s.validate}
 	if len(s.m.names) == 0 {
 		return sp
 	}
@@ -137,13 +157,10 @@ func (s multiShape) validate() error {
 	return nil
 }
 
-func (s multiShape) attempt(owner string, ttl time.Duration, now time.Time) *attempt {
-	return ownedAttempt(s.m.c, owner, ttl, now)
-}
-
 // acquireCall is the one-script attempt.
 func (s multiShape) acquireCall(a *attempt) scriptCall {
-	return multiAcquire.call(keysOf(s.m.memberKeys()), a.owner, a.op, ms(a.ttl), a.meta, a.c.argFenceTTL)
+	s.m.build()
+	return multiAcquire.call(s.m.keys, a.owner, a.op, ms(a.ttl), a.meta, a.c.argFenceTTL)
 }
 
 // tryInOrder takes the members one by one in canonical order; when one is
@@ -189,7 +206,7 @@ func (s multiShape) holdID(a *attempt) string {
 }
 
 func (s multiShape) ops(a *attempt) holdOps {
-	return multiOps{c: s.m.c, ks: s.m.memberKeys(), owner: a.owner, oneSlot: s.m.oneSlot()}
+	return multiOps{m: s.m, owner: a.owner}
 }
 
 // memberAcquire is a's acquisition of one member, as a Lock's (the
@@ -207,33 +224,31 @@ func memberRelease(c *Client, k *queueKeys, owner, op string) scriptCall {
 // multiOps drives a held MultiLock: one script when its keys share a slot,
 // else one Lock script per member (pipelined).
 type multiOps struct {
-	c       *Client
-	ks      []queueKeys
-	owner   string
-	oneSlot bool
+	m     *MultiLock
+	owner string
 }
 
 func (o multiOps) locks() []string {
-	keys := make([]string, len(o.ks))
-	for i, k := range o.ks {
+	keys := make([]string, len(o.m.ks))
+	for i, k := range o.m.ks {
 		keys[i] = k.lock
 	}
 	return keys
 }
 
 func (o multiOps) renewCalls(ttl time.Duration) []scriptCall {
-	if o.oneSlot {
+	if o.m.single {
 		return []scriptCall{multiExtend.call(o.locks(), o.owner, ms(ttl))}
 	}
-	calls := make([]scriptCall, len(o.ks))
-	for i, k := range o.ks {
+	calls := make([]scriptCall, len(o.m.ks))
+	for i, k := range o.m.ks {
 		calls[i] = lockExtend.call([]string{k.lock}, o.owner, ms(ttl))
 	}
 	return calls
 }
 
 func (o multiOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	ns, err := runCalls(ctx, o.c.rdb, o.renewCalls(ttl))
+	ns, err := runCalls(ctx, o.m.c.rdb, o.renewCalls(ttl))
 	if err != nil {
 		return false, err
 	}
@@ -242,19 +257,19 @@ func (o multiOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
 
 func (o multiOps) release(ctx context.Context) (seam.Released, error) {
 	op := ids.Op()
-	if o.oneSlot {
-		args := []any{o.owner, op, o.c.argFenceTTL, o.c.argCheck}
-		for _, k := range o.ks {
+	if o.m.single {
+		args := []any{o.owner, op, o.m.c.argFenceTTL, o.m.c.argCheck}
+		for _, k := range o.m.ks {
 			args = append(args, k.wake)
 		}
-		n, err := multiRelease.call(keysOf(o.ks), args...).runInt(ctx, o.c.rdb)
+		n, err := multiRelease.call(o.m.keys, args...).runInt(ctx, o.m.c.rdb)
 		return seam.Released(n), err
 	}
-	calls := make([]scriptCall, len(o.ks))
-	for i := range o.ks {
-		calls[i] = memberRelease(o.c, &o.ks[i], o.owner, op)
+	calls := make([]scriptCall, len(o.m.ks))
+	for i := range o.m.ks {
+		calls[i] = memberRelease(o.m.c, &o.m.ks[i], o.owner, op)
 	}
-	ns, err := runCalls(ctx, o.c.rdb, calls)
+	ns, err := runCalls(ctx, o.m.c.rdb, calls)
 	switch {
 	case err != nil:
 		return releaseNotOurs, err
@@ -267,9 +282,9 @@ func (o multiOps) release(ctx context.Context) (seam.Released, error) {
 }
 
 func (o multiOps) verify(ctx context.Context) (bool, error) {
-	p := o.c.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, len(o.ks))
-	for i, k := range o.ks {
+	p := o.m.c.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(o.m.ks))
+	for i, k := range o.m.ks {
 		cmds[i] = p.HGet(ctx, k.lock, "o")
 	}
 	_, _ = p.Exec(ctx)

@@ -35,7 +35,7 @@ type Mutex struct {
 // lock per order id) or keep one, as suits the caller.
 func (c *Client) Mutex(name string) *Mutex {
 	m := &Mutex{c: c, k: c.queueKeys(name)}
-	m.sp = shapeSpec{kind: "mutex", name: name, keys: m.k.waiting(), wake: wakeHandOff, intReply: true, replicaAck: true, leave: mutexLeaveCall}
+	m.sp = shapeSpec{kind: "mutex", name: name, keys: m.k.waiting(), wake: wakeHandOff, intReply: true, replicaAck: true, queue: &m.k, leave: mutexLeaveCall}
 	return m
 }
 
@@ -50,20 +50,12 @@ func (m *Mutex) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
 // mutexLeaveCall is the call by which a's Acquire leaves the queue.
 func mutexLeaveCall(a *attempt) scriptCall {
 	c, k := a.c, a.k
-	return scriptCall{mutexLeave, append(k.begin(mutexLeave, 5), &a.token, c.queueMember(a), &k.wake, c.argFenceTTL, c.argCheck)}
+	return scriptCall{mutexLeave, append(k.begin(mutexLeave, 5), a.args.token, c.queueMember(a), k.args[4], c.argFenceTTL, c.argCheck)}
 }
 
 type mutexShape struct{ m *Mutex }
 
 func (s mutexShape) spec() *shapeSpec { return &s.m.sp }
-
-// attempt: the token is unique to the Acquire call, so its first 16
-// characters serve as the call's operation id.
-func (s mutexShape) attempt(owner string, ttl time.Duration, now time.Time) *attempt {
-	a := newAttempt(s.m.c, owner, ttl, now)
-	a.k = &s.m.k
-	return a
-}
 
 func (s mutexShape) acquireCall(a *attempt) scriptCall {
 	return scriptCall{mutexAcquire, s.m.k.acquireArgs(mutexAcquire, a, 0)}
@@ -78,18 +70,18 @@ func (s mutexShape) ops(a *attempt) holdOps { return (*mutexOps)(a) }
 type mutexOps attempt
 
 func (o *mutexOps) renewCalls(ttl time.Duration) []scriptCall {
-	return []scriptCall{extendCall(mutexExtend, &o.k.lock, &o.token, o.c.ttlArg(ttl))}
+	return []scriptCall{extendCall(mutexExtend, o.k.args[0], o.args.token, o.c.ttlArg(ttl))}
 }
 
 func (o *mutexOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := extendCall(mutexExtend, &o.k.lock, &o.token, o.c.ttlArg(ttl)).runInt(ctx, o.c.rdb)
+	n, err := extendCall(mutexExtend, o.k.args[0], o.args.token, o.c.ttlArg(ttl)).runInt(ctx, o.c.rdb)
 	return n == 1, err
 }
 
 // release needs no operation id: the token makes it idempotent.
 func (o *mutexOps) release(ctx context.Context) (seam.Released, error) {
 	c := o.c
-	n, err := scriptCall{mutexRelease, append(o.k.begin(mutexRelease, 4), &o.token, &o.k.wake, c.argFenceTTL, c.argCheck)}.runInt(ctx, c.rdb)
+	n, err := scriptCall{mutexRelease, append(o.k.begin(mutexRelease, 4), o.args.token, o.k.args[4], c.argFenceTTL, c.argCheck)}.runInt(ctx, c.rdb)
 	return seam.Released(n), err
 }
 

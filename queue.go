@@ -31,10 +31,12 @@ import (
 // queueKeys are the keys of a lock that queues its waiters: the lock's keys,
 // its queue and the waiters' deadlines, and own, the wake channel of this
 // Client's waiters (lockKeys.wake .. ":" .. Client id). They are slices of
-// one string, built once per lock object; a call boxes them by pointer.
+// one string, built once per lock object, and boxed once as script
+// arguments (args: lock, fence, queue, timeouts, wake).
 type queueKeys struct {
 	lockKeys
 	queue, timeouts, own string
+	args                 [5]any
 }
 
 func (c *Client) queueKeys(name string) queueKeys {
@@ -58,6 +60,7 @@ func (c *Client) queueKeys(name string) queueKeys {
 	q.queue, s = s[:n+6], s[n+6:]
 	q.timeouts, s = s[:n+9], s[n+9:]
 	q.wake, q.own = s[:n+5], s
+	q.args = [5]any{q.lock, q.fence, q.queue, q.timeouts, q.wake}
 	return q
 }
 
@@ -71,7 +74,7 @@ func (k *queueKeys) waiting() lockKeys {
 // begin starts a call of s on the lock's four keys (lock, fence counter,
 // queue, deadlines) with room for n arguments.
 func (k *queueKeys) begin(s *luaScript, n int) []any {
-	return append(s.begin(4, 4+n), &k.lock, &k.fence, &k.queue, &k.timeouts)
+	return append(s.begin(4, 4+n), k.args[0], k.args[1], k.args[2], k.args[3])
 }
 
 // acquireArgs are the keys and ARGV the queue acquire scripts share:
@@ -79,7 +82,7 @@ func (k *queueKeys) begin(s *luaScript, n int) []any {
 // queued; extra arguments follow them.
 func (k *queueKeys) acquireArgs(s *luaScript, a *attempt, extra int) []any {
 	c := a.c
-	return append(k.begin(s, 8+extra), &a.token, &a.op, a.leaseArg(), &a.meta, c.argFenceTTL, a.queueArg(), c.argClient, a.queuedArg())
+	return append(k.begin(s, 8+extra), a.args.token, a.args.op, a.args.lease, a.args.meta, c.argFenceTTL, a.args.queue, c.argClient, a.queuedArg())
 }
 
 // queueMember is the attempt's member of a queue (see lua/queue_lib.lua).
@@ -104,7 +107,7 @@ func (c *Client) ttlArg(ttl time.Duration) any {
 
 // extendCall is the call of a one-key extend script (mutex_extend.lua,
 // lock_extend.lua) that sets key's TTL if holder still holds it.
-func extendCall(s *luaScript, key, holder *string, ttl any) scriptCall {
+func extendCall(s *luaScript, key, holder, ttl any) scriptCall {
 	return scriptCall{s, append(s.begin(1, 3), key, holder, ttl)}
 }
 

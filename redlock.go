@@ -239,7 +239,7 @@ type redShape struct {
 // of the first Client wait for releases made through it); an attempt asks
 // every node (try).
 func (s redShape) spec() *shapeSpec {
-	sp := &shapeSpec{kind: "redlock", name: s.r.name, wake: wakeLocal, check: s.validate, try: s.try}
+	sp := &shapeSpec{kind: "redlock", name: s.r.name, wake: wakeLocal, owned: true, check: s.validate, try: s.try}
 	if len(s.r.clients) > 0 && s.r.clients[0] != nil {
 		sp.keys = s.r.clients[0].keys(s.r.name)
 	}
@@ -265,10 +265,6 @@ func (s redShape) validate() error {
 		}
 	}
 	return nil
-}
-
-func (s redShape) attempt(owner string, ttl time.Duration, now time.Time) *attempt {
-	return ownedAttempt(s.r.clients[0], owner, ttl, now)
 }
 
 // nodeCall is the acquisition on node i: a reentrant Lock.

@@ -27,7 +27,7 @@ type reentrantShape struct {
 // reentrant returns the shape of a Lock (strict false) or a FairLock.
 func (c *Client) reentrant(name string, strict bool) *reentrantShape {
 	s := &reentrantShape{c: c, strict: strict, k: c.queueKeys(name)}
-	s.sp = shapeSpec{kind: "lock", name: name, keys: s.k.waiting(), wake: wakeHandOff, intReply: true, replicaAck: true, leave: lockLeaveCall}
+	s.sp = shapeSpec{kind: "lock", name: name, keys: s.k.waiting(), wake: wakeHandOff, intReply: true, replicaAck: true, owned: true, queue: &s.k, leave: lockLeaveCall}
 	if strict {
 		s.sp.kind, s.sp.leave = "fair", fairLeaveCall
 	}
@@ -35,12 +35,6 @@ func (c *Client) reentrant(name string, strict bool) *reentrantShape {
 }
 
 func (s *reentrantShape) spec() *shapeSpec { return &s.sp }
-
-func (s *reentrantShape) attempt(owner string, ttl time.Duration, now time.Time) *attempt {
-	a := ownedAttempt(s.c, owner, ttl, now)
-	a.k = &s.k
-	return a
-}
 
 // marks are the scripts' shape mark written to the hash ("" for a Lock)
 // and strict flag, for a FairLock (strict) or a Lock.
@@ -53,7 +47,7 @@ func marks(strict bool) (mark, flag any) {
 
 func (s *reentrantShape) acquireCall(a *attempt) scriptCall {
 	mark, strict := marks(s.strict)
-	return scriptCall{reentrantAcquire, append(s.k.acquireArgs(reentrantAcquire, a, 4), &s.k.wake, mark, strict, s.c.argCheck)}
+	return scriptCall{reentrantAcquire, append(s.k.acquireArgs(reentrantAcquire, a, 4), s.k.args[4], mark, strict, s.c.argCheck)}
 }
 
 // lockLeaveCall and fairLeaveCall are the calls by which a's Acquire of a
@@ -64,8 +58,7 @@ func fairLeaveCall(a *attempt) scriptCall { return reentrantLeaveCall(a, true) }
 func reentrantLeaveCall(a *attempt, strict bool) scriptCall {
 	c, k := a.c, a.k
 	mark, flag := marks(strict)
-	args := append(reentrantLeave.begin(4, 12), &k.lock, &k.fence, &k.queue, &k.timeouts,
-		&a.owner, &a.op, c.queueMember(a), &k.wake, c.argFenceTTL, mark, flag, c.argCheck)
+	args := append(k.begin(reentrantLeave, 8), a.args.token, a.args.op, c.queueMember(a), k.args[4], c.argFenceTTL, mark, flag, c.argCheck)
 	return scriptCall{reentrantLeave, args}
 }
 
@@ -78,11 +71,11 @@ func (s *reentrantShape) ops(a *attempt) holdOps { return (*reentrantOps)(a) }
 type reentrantOps attempt
 
 func (o *reentrantOps) renewCalls(ttl time.Duration) []scriptCall {
-	return []scriptCall{extendCall(lockExtend, &o.k.lock, &o.owner, o.c.ttlArg(ttl))}
+	return []scriptCall{extendCall(lockExtend, o.k.args[0], o.args.token, o.c.ttlArg(ttl))}
 }
 
 func (o *reentrantOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := extendCall(lockExtend, &o.k.lock, &o.owner, o.c.ttlArg(ttl)).runInt(ctx, o.c.rdb)
+	n, err := extendCall(lockExtend, o.k.args[0], o.args.token, o.c.ttlArg(ttl)).runInt(ctx, o.c.rdb)
 	return n == 1, err
 }
 
@@ -90,7 +83,7 @@ func (o *reentrantOps) extend(ctx context.Context, ttl time.Duration) (bool, err
 // that was already applied change nothing.
 func (o *reentrantOps) release(ctx context.Context) (seam.Released, error) {
 	c := o.c
-	args := append(o.k.begin(reentrantRelease, 5), &o.owner, ids.Op(), &o.k.wake, c.argFenceTTL, c.argCheck)
+	args := append(o.k.begin(reentrantRelease, 5), o.args.token, ids.Op(), o.k.args[4], c.argFenceTTL, c.argCheck)
 	n, err := scriptCall{reentrantRelease, args}.runInt(ctx, c.rdb)
 	return seam.Released(n), err
 }

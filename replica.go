@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/dlockgo/dlock/seam"
-
 	"github.com/redis/go-redis/v9"
 )
 
 // grantReplicated runs one acquire attempt followed by WAIT on the same
 // connection to the key's master (see ReplicaAck).
-func (c *Client) grantReplicated(ctx context.Context, sh redisShape, spec *shapeSpec, a *attempt, cfg seam.Options) (grant, error) {
+func (q *acquisition) grantReplicated(ctx context.Context) (grant, error) {
+	c, sh, spec, a, cfg := q.c, q.sh, q.spec, q.a, q.cfg
 	name := spec.name
 	conn, err := c.masterFor(ctx, spec.keys.lock)
 	if err != nil {

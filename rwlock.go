@@ -105,8 +105,8 @@ func (rw *RWLock) sides() *rwSides {
 	rw.once.Do(func() {
 		k := rw.keys()
 		rw.s = &rwSides{k: k}
-		rw.s.read = shapeSpec{kind: "rw_read", name: rw.name, keys: k.lockKeys, wake: wakeShared, replicaAck: true}
-		rw.s.write = shapeSpec{kind: "rw_write", name: rw.name, keys: k.lockKeys, wake: wakeShared, replicaAck: true, leave: rw.writeLeaveCall}
+		rw.s.read = shapeSpec{kind: "rw_read", name: rw.name, keys: k.lockKeys, wake: wakeShared, replicaAck: true, owned: true}
+		rw.s.write = shapeSpec{kind: "rw_write", name: rw.name, keys: k.lockKeys, wake: wakeShared, replicaAck: true, owned: true, leave: rw.writeLeaveCall}
 	})
 	return rw.s
 }
@@ -114,10 +114,6 @@ func (rw *RWLock) sides() *rwSides {
 type readShape struct{ rw *RWLock }
 
 func (s readShape) spec() *shapeSpec { return &s.rw.sides().read }
-
-func (s readShape) attempt(owner string, ttl time.Duration, now time.Time) *attempt {
-	return ownedAttempt(s.rw.c, owner, ttl, now)
-}
 
 func (s readShape) acquireCall(a *attempt) scriptCall {
 	k := &s.rw.sides().k
@@ -160,10 +156,6 @@ func (o readOps) verify(ctx context.Context) (bool, error) {
 type writeShape struct{ rw *RWLock }
 
 func (s writeShape) spec() *shapeSpec { return &s.rw.sides().write }
-
-func (s writeShape) attempt(owner string, ttl time.Duration, now time.Time) *attempt {
-	return ownedAttempt(s.rw.c, owner, ttl, now)
-}
 
 func (s writeShape) acquireCall(a *attempt) scriptCall {
 	k := &s.rw.sides().k

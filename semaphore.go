@@ -143,7 +143,7 @@ type semShape struct {
 }
 
 func (sh semShape) spec() *shapeSpec {
-	return &shapeSpec{kind: "semaphore", name: sh.s.name, keys: sh.s.keys().lockKeys, wake: wakeShared, check: sh.validate, replicaAck: true}
+	return &shapeSpec{kind: "semaphore", name: sh.s.name, keys: sh.s.keys().lockKeys, wake: wakeShared, check: sh.validate, replicaAck: true, tokens: sh.permitIDs}
 }
 
 func (sh semShape) validate() error {
@@ -160,17 +160,19 @@ func (sh semShape) validate() error {
 	return nil
 }
 
-func (sh semShape) attempt(owner string, ttl time.Duration, now time.Time) *attempt {
-	a := newAttempt(sh.s.c, owner, ttl, now)
-	a.op = ids.Op() // the token is the permit's own: not an id of the call
+// permitIDs gives a its permits' ids: its own token for one permit (with
+// an operation id of its own: the token is the permit's, not the call's),
+// k new ones for k.
+func (sh semShape) permitIDs(a *attempt) {
+	a.op = ids.Op()
+	a.args.op = a.op
 	if sh.k == 1 {
-		return a
+		return
 	}
 	a.token = ""
 	for range sh.k {
 		a.tokens = append(a.tokens, ids.Token())
 	}
-	return a
 }
 
 func (sh semShape) acquireCall(a *attempt) scriptCall {

@@ -12,13 +12,10 @@ import (
 // the acquire loop every shape shares (acquire.go). A shape states what it
 // is in one shapeSpec and fills in four methods; nothing is found by type
 // assertion. A new shape is its own file, its own Lua scripts and its own
-// test: nothing else changes.
+// test, and one line in inspect.go's list of inspectors.
 type redisShape interface {
 	// spec describes the shape to the acquire loop.
 	spec() *shapeSpec
-	// attempt prepares one Acquire call by owner (the ctx's; "" if it
-	// carries none) for a lease of ttl, its grant made at now.
-	attempt(owner string, ttl time.Duration, now time.Time) *attempt
 	// acquireCall is the script call that grants (or re-enters) the lock.
 	acquireCall(a *attempt) scriptCall
 	// ops drives a granted attempt.
@@ -39,6 +36,15 @@ type shapeSpec struct {
 	// intReply: the acquire script answers one integer (see intGrant)
 	// instead of an array.
 	intReply bool
+	// owned: the lock is held under its owner (a reentrant shape: the
+	// ctx's owner, or a new one); otherwise under a token of the call's own.
+	owned bool
+	// queue is a queued shape's keys (Mutex, Lock, FairLock), for its
+	// attempts; nil for the others.
+	queue *queueKeys
+	// tokens, if set, gives the attempt the holder ids of what it asks for
+	// (a Semaphore's permits).
+	tokens func(a *attempt)
 	// check validates the shape's own arguments; nil: the name is checked.
 	check func() error
 	// try runs one attempt; nil: acquireCall once (followed by WAIT on the
@@ -90,8 +96,52 @@ type attempt struct {
 	queue  time.Duration // a queued shape's place timeout; 0: try without queueing (Wait(0))
 	queued bool          // an earlier attempt of this call queued it
 
-	leaseMs, queueMs int64   // ttl and queue in ms, for pointer-boxed arguments
-	ops              holdOps // the grant's operations, once granted
+	leaseMs, queueMs int64       // ttl and queue in ms
+	args             attemptArgs // the script arguments above, boxed once
+	ops              holdOps     // the grant's operations, once granted
+}
+
+// attemptArgs are an attempt's script arguments, boxed once per Acquire
+// call (a call's retries and its grant's releases reuse them).
+type attemptArgs struct{ token, op, meta, lease, queue any }
+
+// box boxes a's arguments; the queue timeout may be set later (setQueue).
+func (a *attempt) box() *attempt {
+	a.args = attemptArgs{token: a.token, op: a.op, meta: a.meta, lease: a.c.argLease, queue: 0}
+	if a.leaseMs != a.c.leaseMs {
+		a.args.lease = a.leaseMs
+	}
+	return a
+}
+
+// setQueue sets a's queue timeout (0: try without queueing).
+func (a *attempt) setQueue(d time.Duration) {
+	a.queue, a.queueMs = d, ms(d)
+	switch {
+	case d == 0:
+		a.args.queue = 0
+	case a.queueMs == a.c.queueMs:
+		a.args.queue = a.c.argQueue
+	default:
+		a.args.queue = a.queueMs
+	}
+}
+
+// newAttempt returns the attempt of one Acquire call of the shape spec
+// describes by owner (the ctx's; "" if it carries none) for a lease of ttl,
+// its grant made at now.
+func (spec *shapeSpec) newAttempt(c *Client, owner string, ttl time.Duration, now time.Time) *attempt {
+	var a *attempt
+	if spec.owned {
+		a = ownedAttempt(c, owner, ttl, now)
+	} else {
+		a = newAttempt(c, owner, ttl, now)
+	}
+	a.k = spec.queue
+	if spec.tokens != nil {
+		spec.tokens(a)
+	}
+	return a
 }
 
 // newAttempt is an attempt whose token is new (32 hex characters) and
@@ -104,7 +154,7 @@ func newAttempt(c *Client, owner string, ttl time.Duration, now time.Time) *atte
 	b = c.appendMeta(b, now)
 	s := string(b)
 	a.token, a.op, a.meta = s[:32], s[:16], s[32:]
-	return a
+	return a.box()
 }
 
 // ownedAttempt is an attempt held under owner (a reentrant shape's holder
@@ -115,26 +165,8 @@ func ownedAttempt(c *Client, owner string, ttl time.Duration, now time.Time) *at
 		a.owner = a.token
 		return a
 	}
-	return &attempt{c: c, owner: owner, token: owner, op: ids.Op(), meta: c.holderMeta(now), ttl: ttl, leaseMs: ms(ttl)}
-}
-
-// leaseArg is the attempt's lease in ms as a script argument.
-func (a *attempt) leaseArg() any {
-	if a.leaseMs == a.c.leaseMs {
-		return a.c.argLease
-	}
-	return &a.leaseMs
-}
-
-// queueArg is the attempt's queue timeout in ms as a script argument.
-func (a *attempt) queueArg() any {
-	switch {
-	case a.queue == 0:
-		return 0
-	case a.queueMs == a.c.queueMs:
-		return a.c.argQueue
-	}
-	return &a.queueMs
+	a := &attempt{c: c, owner: owner, token: owner, op: ids.Op(), meta: c.holderMeta(now), ttl: ttl, leaseMs: ms(ttl)}
+	return a.box()
 }
 
 // queuedArg is "1" if an earlier attempt of this call queued it.
