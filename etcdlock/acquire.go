@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/internal/ids"
+	"github.com/dlockgo/dlock/seam"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -14,22 +16,27 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// shape is one kind of lock on one name, as the acquire loop sees it.
+// shape is one kind of lock on one name (or, for a MultiLock, on several),
+// as the acquire loop sees it.
 type shape struct {
-	kind      string // the dlock shape: mutex, lock, rw_read, rw_write, semaphore
-	name      string
-	dir       string // where the shape's holder keys go
-	reentrant bool
-	check     func() error // arguments beyond the name; nil: none
+	kind string   // the dlock shape: mutex, lock, rw_read, rw_write, semaphore, multi
+	name string   // the lock's name (a MultiLock's: its names joined)
+	dirs []string // where the holder keys go: one key in each
+	// hold is the Keeper key of the owner's hold of a reentrant shape
+	// (reentrant acquisitions join it); nil: not reentrant.
+	hold    func(owner string) string
+	permits int          // a Semaphore's count, written into its keys' metadata
+	check   func() error // the name and arguments; nil: seam.CheckName(name)
 	// before runs ahead of queueing (after a re-entry found no live hold):
 	// a grant, a refusal, or nil, nil to queue. nil: nothing.
 	before func(a *attempt) (*dlock.Lease, error)
-	// first are the reads of the acquiring transaction, after the put (the
-	// new key is the newest in etcd then); later(rev) the reads that tell
-	// what a key created at rev waits for now.
+	// first are the reads of the acquiring transaction, after the puts (the
+	// new keys are the newest in etcd then); later(rev) the reads that tell
+	// what keys created at rev wait for now. They read keys only: etcd
+	// serves those from its in-memory index, without reading any value.
 	first []clientv3.Op
 	later func(rev int64) []clientv3.Op
-	// blocker reads first's or later's responses for a key created at rev:
+	// blocker reads first's or later's responses for keys created at rev:
 	// the key to wait for ("" none: granted), or with prefix set a
 	// directory whose deletions to wait for.
 	blocker func(resps []*etcdserverpb.ResponseOp, rev int64) (key string, prefix bool)
@@ -54,36 +61,54 @@ var errRefused = errors.New("refused")
 // acquire is Acquire of every shape: check, re-enter, queue, wait, grant.
 func (c *Client) acquire(ctx context.Context, sh shape, opts []dlock.Option) (l *dlock.Lease, err error) {
 	start := time.Now()
-	defer func() { c.keeper.Acquired(sh.kind, sh.name, start, err) }()
-	if err := dlock.CheckName(sh.name); err != nil {
-		return nil, wrap("acquire", sh.name, err)
+	sctx, call := c.keeper.StartAcquire(ctx, sh.kind, sh.name) // sctx: the store's requests'; ctx: the Lease's
+	defer func() { call.Done(err) }()
+	if sh.check == nil {
+		err = seam.CheckName(sh.name)
+	} else {
+		err = sh.check()
 	}
-	if sh.check != nil {
-		if err := sh.check(); err != nil {
-			return nil, wrap("acquire", sh.name, err)
-		}
-	}
-	o, err := dlock.ParseOptions(opts)
 	if err != nil {
-		return nil, wrap("acquire", sh.name, err)
+		return nil, seam.Wrap("acquire", sh.kind, sh.name, err)
+	}
+	o, err := seam.ParseOptions(opts)
+	if err == nil {
+		err = o.Portable()
+	}
+	if err != nil {
+		return nil, seam.Wrap("acquire", sh.kind, sh.name, err)
 	}
 	if c.isClosed() {
-		return nil, wrap("acquire", sh.name, dlock.ErrClosed)
+		return nil, seam.Wrap("acquire", sh.kind, sh.name, dlock.ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, wrap("acquire", sh.name, err)
+		return nil, seam.Wrap("acquire", sh.kind, sh.name, err)
 	}
-	a := &attempt{c: c, sh: sh, owner: dlock.OwnerOf(ctx), o: o, ctx: ctx}
-	var cancel context.CancelFunc
+	a := &attempt{c: c, sh: sh, o: o, ctx: ctx, owner: seam.CarriedOwner(ctx), slot: -1}
 	switch {
 	case o.Wait > 0:
-		a.wctx, cancel = context.WithDeadline(ctx, start.Add(o.Wait))
+		var cancel context.CancelFunc
+		a.wctx, cancel = context.WithDeadline(sctx, start.Add(o.Wait))
+		defer cancel()
 	case o.Wait == 0: // one try, bounded against an etcd that does not answer
-		a.wctx, cancel = context.WithTimeout(ctx, c.ttl)
-	default:
-		a.wctx, cancel = context.WithCancel(ctx)
+		var cancel context.CancelFunc
+		a.wctx, cancel = context.WithTimeout(sctx, c.ttl)
+		defer cancel()
+	default: // until ctx ends (a wait makes the watches' own context)
+		a.wctx = sctx
 	}
-	defer cancel()
+	if sh.hold != nil {
+		a.owner = seam.OwnerOf(ctx)
+		a.hold = sh.hold(a.owner)
+		joined, done, err := a.enter()
+		if err != nil || joined != nil {
+			if err != nil {
+				return nil, a.fail(err)
+			}
+			return joined, nil
+		}
+		defer done()
+	}
 	l, err = a.run()
 	if err != nil {
 		return nil, a.fail(err)
@@ -95,23 +120,44 @@ func (c *Client) acquire(ctx context.Context, sh shape, opts []dlock.Option) (l 
 type attempt struct {
 	c     *Client
 	sh    shape
-	owner string
-	o     dlock.Options
+	owner string // the Lease's owner: OwnerOf(ctx) for a reentrant shape, else what ctx carries
+	hold  string // the Keeper key of a reentrant shape's hold
+	o     seam.Options
 	ctx   context.Context    // the caller's: a grant is handed over under it
-	wctx  context.Context    // ctx bounded by the wait: every etcd call runs under it
+	wctx  context.Context    // ctx (as a tracer sees it) bounded by the wait: every etcd call runs under it
 	own   clientv3.WatchChan // our own key's deletions, once watched
 	ownAt <-chan time.Time   // when to start watching our own key
 	last  error              // the last transient etcd error, for a refusal's detail
+	q     *queueLease        // our keys' lease of their own while they wait (QueueTimeout)
+	slot  int                // the slot of our keys' names while we queue; -1: none
+}
+
+// enter joins the owner's live hold of a reentrant shape (a re-entry etcd
+// does not hear of), waiting first for any other acquisition of that hold
+// by the same owner to end (two goroutines of one owner: the second joins
+// what the first was granted, instead of queueing behind it). Otherwise it
+// returns done, to call once this acquisition has ended (its grant handed
+// to the Keeper, or failed). The wait is bounded by the attempt's; the
+// joined Lease lives under the caller's ctx. (Keeper.Enter joins under the
+// ctx that bounds its wait, which ends with Acquire: it is used here as
+// the gate only, on a key no hold has.)
+func (a *attempt) enter() (*dlock.Lease, func(), error) {
+	k := a.c.keeper
+	if l, ok := k.Join(a.ctx, a.hold, a.owner, a.o.OnLost); ok {
+		return l, nil, nil
+	}
+	_, done, err := k.Enter(a.wctx, "gate\x00"+a.hold, a.owner, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if l, ok := k.Join(a.ctx, a.hold, a.owner, a.o.OnLost); ok {
+		done()
+		return l, nil, nil
+	}
+	return nil, done, nil
 }
 
 func (a *attempt) run() (*dlock.Lease, error) {
-	if a.sh.reentrant {
-		if r := a.c.lookup(a.sh.kind, a.sh.name, a.owner); r != nil {
-			if l, err := a.c.join(a.ctx, r, a.sh.kind, a.sh.name, a.owner, a.o.OnLost); l != nil || err != nil {
-				return l, err
-			}
-		}
-	}
 	if a.sh.before != nil {
 		if l, err := a.sh.before(a); l != nil || err != nil {
 			return l, err
@@ -140,78 +186,110 @@ func (a *attempt) run() (*dlock.Lease, error) {
 
 // fail turns what ended an attempt into Acquire's error.
 func (a *attempt) fail(err error) error {
-	name := a.sh.name
+	kind, name := a.sh.kind, a.sh.name
 	switch {
 	case a.ctx.Err() != nil:
-		return wrap("acquire", name, a.ctx.Err())
+		return seam.Wrap("acquire", kind, name, a.ctx.Err())
 	case errors.Is(err, errRefused) || a.wctx.Err() != nil:
 		cause := a.last
 		if cause == nil && !errors.Is(err, errRefused) && !isCtxErr(err) {
 			cause = err
 		}
 		if cause != nil {
-			return wrap("acquire", name, fmt.Errorf("%w (etcd: %v)", dlock.ErrNotAcquired, cause))
+			return seam.Wrap("acquire", kind, name, fmt.Errorf("%w (etcd: %v)", dlock.ErrNotAcquired, cause))
 		}
-		return wrap("acquire", name, dlock.ErrNotAcquired)
+		return seam.Wrap("acquire", kind, name, dlock.ErrNotAcquired)
 	case errors.Is(err, dlock.ErrClosed):
-		return wrap("acquire", name, dlock.ErrClosed)
+		return seam.Wrap("acquire", kind, name, dlock.ErrClosed)
 	}
-	return wrap("acquire", name, err)
+	return seam.Wrap("acquire", kind, name, err)
 }
 
-// queue puts a key for this attempt in the lock's directory and waits
-// until nothing it must wait for is left. It returns the grant, or nil, nil
-// when the key went away while waiting (its session ended, or someone
+// queue puts keys for this attempt in the lock's directories and waits
+// until nothing they must wait for is left. It returns the grant, or nil,
+// nil when a key went away while waiting (its session ended, or someone
 // deleted it): the caller queues again, behind everyone.
 func (a *attempt) queue() (*dlock.Lease, error) {
 	s, err := a.c.session(a.wctx)
 	if err != nil {
 		return nil, err
 	}
-	key := holderKey(a.sh.dir, s.id)
-	put := clientv3.OpPut(key, a.owner, clientv3.WithLease(s.id))
-	resp, err := a.c.cli.Txn(a.wctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(append([]clientv3.Op{put}, a.sh.first...)...).Commit()
+	n := len(a.sh.dirs)
+	keys := make([]string, n)
+	a.slot = a.c.slots.take()
+	cmps := make([]clientv3.Cmp, n)
+	for i, dir := range a.sh.dirs {
+		keys[i] = holderKey(dir, s, a.slot)
+		cmps[i] = clientv3.Compare(clientv3.CreateRevision(keys[i]), "=", 0)
+	}
+	id := a.owner
+	if a.hold == "" {
+		id = ids.Op()
+	}
+	val := a.c.value(id, a.sh.permits, false, time.Now())
+	ops := make([]clientv3.Op, n, n+len(a.sh.first))
+	for i, k := range keys {
+		ops[i] = clientv3.OpPut(k, val, clientv3.WithLease(s.id))
+	}
+	resp, err := a.c.cli.Txn(a.wctx).If(cmps...).Then(append(ops, a.sh.first...)...).Commit()
 	if err != nil {
-		if a.c.sessionGone(s, err) {
+		if a.c.sessionGone(s, err) { // nothing was written
+			a.c.slots.give(a.slot)
+			a.slot = -1
 			return nil, nil
 		}
-		a.c.deleteLater(key, 0, s) // the put may have been applied
+		a.c.deleteLater(keys, 0, s, a.slot) // the puts may have been applied
+		a.slot = -1
 		return nil, err
 	}
+	if !resp.Succeeded { // a key of that name exists (never, by the slots' rule): leave the slot, queue again
+		a.slot = -1
+		return nil, nil
+	}
 	rev, at := resp.Header.Revision, resp.Header.Revision
-	blk, pfx := a.sh.blocker(resp.Responses[1:], rev)
+	blk, pfx := a.sh.blocker(resp.Responses[n:], rev)
 	if blk == "" {
-		return a.granted(s, key, rev)
+		return a.granted(s, keys, rev, id)
 	}
 	if a.o.Wait == 0 {
-		a.leave(key, rev, s)
+		a.leave(keys, rev, s)
 		return nil, errRefused
 	}
 	wctx, cancel := context.WithCancel(a.wctx)
 	defer cancel()
+	if gone, err := a.waitOnOwnLease(s, keys, rev, id); err != nil || gone {
+		a.leave(keys, rev, s)
+		return nil, err
+	}
+	defer a.endOwnLease()
 	// Our own key's deletion ends the wait (etcd-io/etcd#19597): a watch
 	// on it, from the moment we queued, started once we have waited
 	// ownWatchAfter (a hand-off in a busy queue comes sooner, and a watch
 	// for every waiter costs the queue a fifth of its pace on etcd with
-	// fsync). A session etcd expired is seen by the keepalive too.
+	// fsync). A session etcd expired is seen by the keepalive too. (The
+	// keys of one attempt are deleted together, by a session or a queue
+	// lease that ends; one deleted from outside is found by the checks.)
 	a.own, a.ownAt = nil, time.After(ownWatchAfter)
 	startOwn := func() {
-		a.own = a.c.cli.Watch(wctx, key, clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+		a.own = a.c.cli.Watch(wctx, keys[0], clientv3.WithRev(rev+1), clientv3.WithFilterPut())
 	}
 	for {
 		if blk != "" {
 			gone, err := a.waitFor(wctx, s, blk, pfx, at, startOwn)
 			if err != nil {
-				a.leave(key, rev, s)
+				a.leave(keys, rev, s)
 				return nil, err
 			}
 			if gone {
-				a.leave(key, rev, s)
+				a.leave(keys, rev, s)
 				return nil, nil
 			}
 		}
-		resp, err := a.c.cli.Txn(a.wctx).Then(append([]clientv3.Op{clientv3.OpGet(key, clientv3.WithKeysOnly())}, a.sh.later(rev)...)...).Commit()
+		reads := make([]clientv3.Op, 0, n+len(a.sh.first))
+		for _, k := range keys {
+			reads = append(reads, clientv3.OpGet(k, clientv3.WithKeysOnly()))
+		}
+		resp, err := a.c.cli.Txn(a.wctx).Then(append(reads, a.sh.later(rev)...)...).Commit()
 		if err != nil {
 			if transient(err) && a.wctx.Err() == nil {
 				a.last = err
@@ -219,15 +297,18 @@ func (a *attempt) queue() (*dlock.Lease, error) {
 				sleep(a.wctx, 100*time.Millisecond)
 				continue
 			}
-			a.leave(key, rev, s)
+			a.leave(keys, rev, s)
 			return nil, err
 		}
-		if len(resp.Responses[0].GetResponseRange().GetKvs()) == 0 {
-			return nil, nil // our key is gone: queue again
+		for _, r := range resp.Responses[:n] {
+			if len(r.GetResponseRange().GetKvs()) == 0 {
+				a.leave(keys, rev, s) // the others, if one was deleted from outside
+				return nil, nil       // our place is gone: queue again
+			}
 		}
 		at = resp.Header.Revision
-		if blk, pfx = a.sh.blocker(resp.Responses[1:], rev); blk == "" {
-			return a.granted(s, key, rev)
+		if blk, pfx = a.sh.blocker(resp.Responses[n:], rev); blk == "" {
+			return a.granted(s, keys, rev, id)
 		}
 	}
 }
@@ -242,6 +323,10 @@ func (a *attempt) waitFor(ctx context.Context, s *session, blk string, pfx bool,
 		opts = append(opts, clientv3.WithPrefix())
 	}
 	wch := a.c.cli.Watch(ctx, blk, opts...)
+	var qgone <-chan struct{}
+	if a.q != nil {
+		qgone = a.q.gone
+	}
 	for {
 		select {
 		case wr, ok := <-wch:
@@ -261,6 +346,8 @@ func (a *attempt) waitFor(ctx context.Context, s *session, blk string, pfx bool,
 		case <-a.ownAt:
 			a.ownAt = nil
 			startOwn()
+		case <-qgone:
+			return true, nil
 		case <-s.done:
 			return true, nil
 		case <-a.c.bg.Done(): // Close
@@ -271,88 +358,86 @@ func (a *attempt) waitFor(ctx context.Context, s *session, blk string, pfx bool,
 	}
 }
 
-// leave deletes our key (if it is still ours) when we stop waiting; if etcd
+// leave deletes our keys (those still ours) when we stop waiting; if etcd
 // does not answer, the delete is retried in the background while the
-// session lives (afterwards the key is gone anyway).
-func (a *attempt) leave(key string, rev int64, s *session) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), 2*time.Second)
+// session lives (afterwards the keys are gone anyway).
+func (a *attempt) leave(keys []string, rev int64, s *session) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.wctx), 2*time.Second)
 	defer cancel()
-	_, err := a.c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(clientv3.OpDelete(key)).Commit()
-	if err != nil {
-		a.c.deleteLater(key, rev, s)
+	if _, err := deleteOwned(ctx, a.c.cli, keys, rev); err != nil {
+		a.c.deleteLater(keys, rev, s, a.slot)
+	} else if a.slot >= 0 {
+		a.c.slots.give(a.slot)
 	}
+	a.slot = -1
 }
 
-// granted turns our key, found first in line at a read after its grant,
+// deleteOwned deletes each of keys that has create revision rev (rev 0:
+// that exists), in one transaction; it reports whether every key had it.
+func deleteOwned(ctx context.Context, cli *clientv3.Client, keys []string, rev int64) (bool, error) {
+	cmp := func(k string) clientv3.Cmp {
+		if rev == 0 {
+			return clientv3.Compare(clientv3.CreateRevision(k), ">", 0)
+		}
+		return clientv3.Compare(clientv3.CreateRevision(k), "=", rev)
+	}
+	if len(keys) == 1 {
+		resp, err := cli.Txn(ctx).If(cmp(keys[0])).Then(clientv3.OpDelete(keys[0])).Commit()
+		return err == nil && resp.Succeeded, err
+	}
+	ops := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = clientv3.OpTxn([]clientv3.Cmp{cmp(k)}, []clientv3.Op{clientv3.OpDelete(k)}, nil)
+	}
+	resp, err := cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return false, err
+	}
+	for _, r := range resp.Responses {
+		if !r.GetResponseTxn().GetSucceeded() {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// granted turns our keys, found first in line at a read after their grant,
 // into a Lease. The session must still be alive on our clock: its key being
 // there proves etcd had not revoked the lease yet, the clock that etcd
 // cannot have expired it (etcd-io/etcd#11456). Otherwise the attempt
-// queues again.
-func (a *attempt) granted(s *session, key string, rev int64) (*dlock.Lease, error) {
+// queues again. Keys that waited on a lease of their own move to the
+// session (or to the lease of LeaseTime) first.
+func (a *attempt) granted(s *session, keys []string, rev int64, id string) (*dlock.Lease, error) {
 	if !s.alive() {
-		a.leave(key, rev, s)
+		a.leave(keys, rev, s)
 		return nil, nil
 	}
-	ops := &grantOps{c: a.c, key: key, rev: rev, sess: s, lease: s.id}
-	g := dlock.Grant{
-		Shape: a.sh.kind, Name: a.sh.name, Owner: a.owner, ID: key, Token: rev,
-		Sent: s.confirmed(), TTL: s.ttl, Renewed: true, Ops: ops, OnLost: a.o.OnLost,
+	ops := &grantOps{c: a.c, keys: keys, rev: rev, hold: a.hold, slot: a.slot, sess: s, lease: s.id}
+	g := seam.Grant[*grantOps]{
+		Shape: a.sh.kind, Name: a.sh.name, Key: a.hold, Owner: a.owner, ID: keys[0], Token: rev,
+		Sent: s.confirmed(), TTL: s.ttl, Renewed: true, Session: s, MaxHold: a.o.MaxHold, Ops: ops, OnLost: a.o.OnLost,
 	}
-	if a.o.Lease > 0 {
+	switch {
+	case a.o.Lease > 0:
 		sent := time.Now()
 		ok, err := ops.ownLease(a.wctx, a.o.Lease)
 		if err != nil || !ok {
-			a.leave(key, rev, s)
+			a.leave(keys, rev, s)
 			return nil, err
 		}
-		g.Sent, g.TTL, g.Renewed = sent, a.o.Lease, false
-	}
-	if !a.sh.reentrant {
-		return a.c.keeper.Lease(a.ctx, g)
-	}
-	return a.register(g, ops)
-}
-
-// register hands out a reentrant grant and records it for re-entries. If
-// another acquisition of the same owner was granted meanwhile (readers
-// share), this one joins it and gives its own key back.
-func (a *attempt) register(g dlock.Grant, ops *grantOps) (*dlock.Lease, error) {
-	c := a.c
-	c.reentMu.Lock()
-	defer c.reentMu.Unlock()
-	if r := c.lookup(a.sh.kind, a.sh.name, a.owner); r != nil {
-		if l, err := c.join(a.ctx, r, a.sh.kind, a.sh.name, a.owner, a.o.OnLost); l != nil || err != nil {
-			a.leave(ops.key, ops.rev, ops.session())
-			return l, err
+		g.Sent, g.TTL, g.Renewed, g.Session = sent, a.o.Lease, false, a.c.ownLeases
+	case a.q != nil:
+		ok, err := a.toSession(s, ops, id)
+		if err != nil || !ok {
+			a.leave(keys, rev, s)
+			if err != nil && a.c.sessionGone(s, err) {
+				return nil, nil
+			}
+			return nil, err
 		}
 	}
-	r := &reentry{c: c, key: reentryKey(a.sh.kind, a.sh.name, a.owner), ops: ops, count: 1}
-	ops.rec = r
-	g.Key = r.key
-	g.OnLost = r.onLost(a.o.OnLost)
-	l, err := c.keeper.Lease(a.ctx, g)
-	if err == nil {
-		c.register(r)
-	}
-	return l, err
-}
-
-// ownLease moves the key of a fresh grant to a lease of its own for d
-// (LeaseTime): nothing renews it. false: the key was gone.
-func (o *grantOps) ownLease(ctx context.Context, d time.Duration) (bool, error) {
-	lr, err := o.c.cli.Grant(ctx, seconds(d))
-	if err != nil {
-		return false, err
-	}
-	resp, err := o.c.cli.Txn(ctx).If(o.owned()).Then(clientv3.OpPut(o.key, "", clientv3.WithIgnoreValue(), clientv3.WithLease(lr.ID))).Commit()
-	if err != nil || !resp.Succeeded {
-		o.c.revokeLater(lr.ID)
-		return false, err
-	}
-	o.mu.Lock()
-	o.sess, o.lease, o.leaseTTL = nil, lr.ID, time.Duration(lr.TTL)*time.Second
-	o.mu.Unlock()
-	return true, nil
+	a.slot = -1 // the Keeper has the keys now: their release gives the slot back
+	return a.c.keeper.Lease(a.ctx, g)
 }
 
 // transient reports an etcd error worth trying again within a wait: no

@@ -1,13 +1,19 @@
 package etcdlock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/observe"
+	"github.com/dlockgo/dlock/seam"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -20,6 +26,45 @@ const (
 	DefaultPrefix = "dlock/"
 )
 
+// Config configures a Client. The zero Config is the defaults written next
+// to each field.
+type Config struct {
+	// Prefix is the prefix of every key the Client writes (default
+	// DefaultPrefix). Clients that share locks must share the prefix.
+	Prefix string
+	// TTL is the session lease's TTL (default DefaultTTL, at least 1 s): a
+	// holder that stops renewing (crashed, paused, cut off) keeps its locks
+	// for at most this long, and is told it lost them before then. etcd
+	// counts TTLs in whole seconds: it is rounded up, and etcd raises TTLs
+	// below its minimum (1.5 election timeouts, 2 s by default) to that
+	// minimum.
+	TTL time.Duration
+	// Logger, if set, logs lost leases (Warn) and failed renewals (Debug).
+	// Without it the Client never logs.
+	Logger *slog.Logger
+	// Observer, if set, receives lock events (acquisitions, releases,
+	// losses, renewals) synchronously: it must be fast and safe for
+	// concurrent use.
+	Observer observe.Observer
+	// Label is added to the holder metadata that Inspect shows (service
+	// name, replica id). At most 256 bytes.
+	Label string
+}
+
+// apply checks cfg and sets it on c.
+func (cfg Config) apply(c *Client) error {
+	switch {
+	case cfg.TTL != 0 && cfg.TTL < time.Second:
+		return fmt.Errorf("%w: session TTL %v (want at least 1s)", dlock.ErrInvalidDuration, cfg.TTL)
+	case len(cfg.Label) > 256:
+		return fmt.Errorf("%w: label longer than 256 bytes", dlock.ErrInvalidArgument)
+	}
+	c.prefix = cmp.Or(cfg.Prefix, DefaultPrefix)
+	c.ttl = cmp.Or(cfg.TTL, DefaultTTL)
+	c.logger, c.obs, c.label = cfg.Logger, cfg.Observer, cfg.Label
+	return nil
+}
+
 // Client hands out locks on one etcd client. It owns one session lease
 // (granted at the first acquisition, replaced when it ends) and one
 // keepalive loop that renews it every TTL/3. A Client is safe for
@@ -28,9 +73,16 @@ type Client struct {
 	cli    *clientv3.Client
 	prefix string
 	ttl    time.Duration
-	obs    dlock.Observer
+	obs    observe.Observer
 	logger *slog.Logger
-	keeper *dlock.Keeper
+	label  string
+	meta   string // host|pid, the fixed part of holder metadata
+	keeper *seam.Keeper[*grantOps]
+	// ownLeases groups the holds whose keys are on a lease of their own
+	// (LeaseTime) as the Keeper's Session, so that they can be listed
+	// (see held); nothing renews or loses them as a group.
+	ownLeases *leaseGroup
+	slots     slots // of the keys' names
 
 	bg     context.Context // background work; cancelled by Close
 	stopBg context.CancelFunc
@@ -41,82 +93,33 @@ type Client struct {
 	mu     sync.Mutex
 	sess   *session // the current session; nil before the first or after one ended
 	closed bool
-
-	// reentMu makes a reentrant grant's lookup, Keeper.Lease and
-	// registration one step; tableMu guards reent.
-	reentMu sync.Mutex
-	tableMu sync.Mutex
-	reent   map[string]*reentry
 }
 
-// Option configures a Client.
-type Option func(*Client) error
+// leaseGroup is the Keeper Session of the holds on leases of their own.
+type leaseGroup struct{ _ byte }
 
-// WithTTL sets the session lease's TTL (default 10 s): a holder that stops
-// renewing (crashed, paused, cut off) keeps its locks for at most this long,
-// and is told it lost them before then. etcd counts TTLs in whole seconds:
-// d is rounded up, and etcd raises TTLs below its minimum (1.5 election
-// timeouts, 2 s by default) to that minimum.
-func WithTTL(d time.Duration) Option {
-	return func(c *Client) error {
-		if d < time.Second {
-			return fmt.Errorf("%w: session TTL %v (want at least 1s)", dlock.ErrInvalidDuration, d)
-		}
-		c.ttl = d
-		return nil
-	}
-}
-
-// WithPrefix sets the prefix of every key the Client writes (default
-// "dlock/"). Clients that share locks must share the prefix.
-func WithPrefix(p string) Option {
-	return func(c *Client) error {
-		c.prefix = p
-		return nil
-	}
-}
-
-// WithObserver sends lock events (acquisitions, releases, losses,
-// renewals) to o, synchronously: o must be fast and safe for concurrent use.
-func WithObserver(o dlock.Observer) Option {
-	return func(c *Client) error {
-		c.obs = o
-		return nil
-	}
-}
-
-// WithLogger makes the Client log lost leases (Warn) and failed renewals
-// (Debug). Without it the Client never logs.
-func WithLogger(l *slog.Logger) Option {
-	return func(c *Client) error {
-		c.logger = l
-		return nil
-	}
-}
-
-// New returns a Client on cli. cli stays the caller's: Close does not close
-// it, and a Client must be closed before its cli is.
-func New(cli *clientv3.Client, opts ...Option) (*Client, error) {
+// New returns a Client on cli, configured by cfg (at most one Config;
+// none: the defaults). cli stays the caller's: Close does not close it,
+// and a Client must be closed before its cli is.
+func New(cli *clientv3.Client, cfg ...Config) (*Client, error) {
 	if cli == nil {
 		return nil, fmt.Errorf("%w: nil etcd client", dlock.ErrInvalidArgument)
 	}
+	if len(cfg) > 1 {
+		return nil, fmt.Errorf("%w: %d Configs (want at most one)", dlock.ErrInvalidArgument, len(cfg))
+	}
+	host, _ := os.Hostname()
 	c := &Client{
-		cli:    cli,
-		prefix: DefaultPrefix,
-		ttl:    DefaultTTL,
-		kick:   make(chan struct{}, 1),
-		grants: make(chan struct{}, 1),
-		reent:  make(map[string]*reentry),
+		cli:       cli,
+		meta:      strings.ReplaceAll(host, "|", "_") + "|" + strconv.Itoa(os.Getpid()),
+		ownLeases: &leaseGroup{},
+		kick:      make(chan struct{}, 1),
+		grants:    make(chan struct{}, 1),
 	}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(c); err != nil {
-			return nil, err
-		}
+	if err := append(cfg, Config{})[0].apply(c); err != nil {
+		return nil, err
 	}
-	c.keeper = dlock.NewKeeper(c.obs, c.logger)
+	c.keeper = seam.NewKeeper[*grantOps](c.obs, c.logger)
 	c.bg, c.stopBg = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go c.keepalive()
@@ -174,4 +177,26 @@ func (c *Client) background(f func(ctx context.Context)) bool {
 		f(c.bg)
 	}()
 	return true
+}
+
+// holds returns this Client's live holds.
+func (c *Client) holds() []*seam.Hold[*grantOps] {
+	hs := c.keeper.Session(c.ownLeases)
+	c.mu.Lock()
+	s := c.sess
+	c.mu.Unlock()
+	if s != nil {
+		hs = append(hs, c.keeper.Session(s)...)
+	}
+	return hs
+}
+
+// held returns this Client's live hold whose Grant.Key is key, or nil.
+func (c *Client) held(key string) *seam.Hold[*grantOps] {
+	for _, h := range c.holds() {
+		if h.Ops().hold == key {
+			return h
+		}
+	}
+	return nil
 }

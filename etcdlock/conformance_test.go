@@ -17,7 +17,7 @@ func TestConformance(t *testing.T) {
 	admin := etcdClient(t)
 	dlocktest.Run(t, dlocktest.Backend{
 		NewClient: func(t testing.TB) dlocktest.Client {
-			c := newClient(t, WithTTL(2*time.Second))
+			c := newClient(t, Config{TTL: 2 * time.Second})
 			return dlocktest.Client{
 				Mutex: func(name string) dlock.Locker { return c.Mutex(name) },
 				Lock:  func(name string) dlock.Locker { return c.Lock(name) },

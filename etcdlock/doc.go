@@ -3,25 +3,32 @@
 // drills work unchanged), on a store that replicates every grant through
 // Raft before it answers.
 //
-// A Client made from a *clientv3.Client hands out a Mutex, a reentrant
-// Lock, an RWLock and a Semaphore. Each holder's key in etcd is attached to
-// the Client's session lease, which one keepalive loop renews every TTL/3
-// (WithTTL, default 10 s). The lease TTL is the lost-lock bound: a holder is
-// told its lock is lost (Lease.Context cancelled with ErrLockLost, Done
-// closed) when etcd says the session lease is gone, when the key was
-// removed behind its back, and when no keepalive was confirmed for a TTL on
-// the client's own monotonic clock (less a small margin) — before etcd can
-// expire the lease and grant the lock to anyone else. LeaseTime(d) gives a
-// grant a lease of its own that nothing renews.
+// A Client made from a *clientv3.Client (New, with a Config) hands out a
+// Mutex, a reentrant Lock, an RWLock, a Semaphore and a MultiLock, and
+// reads any lock's state with Inspect. Each holder's key in etcd is
+// attached to the Client's session lease, which one keepalive loop renews
+// every TTL/3 (Config.TTL, default 10 s). The lease TTL is the lost-lock
+// bound: a holder is told its lock is lost (Lease.Context cancelled with
+// ErrLockLost, Done closed) when etcd says the session lease is gone, when
+// the key was removed behind its back, and when no keepalive was confirmed
+// for a TTL on the client's own monotonic clock (less a small margin) —
+// before etcd can expire the lease and grant the lock to anyone else.
+// LeaseTime(d) gives a grant a lease of its own that nothing renews;
+// MaxHold(d) caps how long a grant may be held.
 //
 // Waiters queue by the create revision of their key (arrival order); each
 // waits only for the key in front of it (no thundering herd), gives its
 // place up when it stops waiting, and is passed over when its process dies
 // (its lease expires). A waiter whose own key disappears (its session
-// ended) notices at once and queues again behind everyone.
+// ended) notices at once and queues again behind everyone. A waiter's
+// place lives as long as its session; with QueueTimeout(d) shorter than
+// the session TTL it lives d past the waiter's last sign of life (see
+// queuelease.go): a waiter that goes silent stops blocking the others
+// after at most d.
 //
-// Lease.ID is the holder's key in etcd. QueueTimeout has no effect: a
-// waiter's place lasts as long as its session.
+// Uncontended, an acquisition is one request to etcd and its release one
+// more (the same as etcd's own concurrency.Mutex); re-entries cost none.
+// Lease.ID is the holder's key in etcd.
 //
 // The fencing token is the create revision of the holder's key: strictly
 // increasing across every lock of the cluster and across leader changes.

@@ -17,7 +17,7 @@ func Example() {
 		panic(err)
 	}
 	defer cli.Close()
-	locks, err := New(cli, WithTTL(10*time.Second))
+	locks, err := New(cli, Config{TTL: 10 * time.Second})
 	if err != nil {
 		panic(err)
 	}

@@ -131,7 +131,7 @@ func (r *contention) check(t *testing.T, after time.Time) {
 func clusterClients(t *testing.T, cl *etcdproc.Cluster, n int, ttl time.Duration) []*Client {
 	cs := make([]*Client, n)
 	for i := range cs {
-		c, err := New(etcdClient(t, cl.Endpoints()...), WithTTL(ttl))
+		c, err := New(etcdClient(t, cl.Endpoints()...), Config{TTL: ttl})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -288,7 +288,7 @@ func TestHolderCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	a, err := New(etcdClient(t, p.Endpoint()), WithTTL(3*time.Second))
+	a, err := New(etcdClient(t, p.Endpoint()), Config{TTL: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

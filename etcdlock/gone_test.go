@@ -28,7 +28,7 @@ func holderProcess(spec string) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err == nil {
 		var c *Client
-		if c, err = New(cli, WithTTL(2*time.Second)); err == nil {
+		if c, err = New(cli, Config{TTL: 2 * time.Second}); err == nil {
 			_, err = c.Mutex(name).Acquire(context.Background())
 		}
 	}
@@ -103,7 +103,7 @@ func TestKilledHolderFreesLock(t *testing.T) {
 // first.
 func TestClosedEtcdClientStopsRenewing(t *testing.T) {
 	cli := etcdClient(t)
-	a, err := New(cli, WithTTL(2*time.Second))
+	a, err := New(cli, Config{TTL: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,26 +5,32 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/observe"
+	"github.com/dlockgo/dlock/seam"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// grantOps drives one holder key: the dlock.GrantOps of a grant. Every
-// write is conditional on the key's create revision, so nothing it sends,
+// grantOps drives the holder keys of one grant: its seam.GrantOps. Every
+// write is conditional on the keys' create revision, so nothing it sends,
 // retried or late, touches a later acquisition of the lock.
 type grantOps struct {
-	c   *Client
-	key string
-	rev int64    // the key's create revision: the fencing token
-	rec *reentry // a reentrant hold's count of Leases; nil otherwise
+	c    *Client
+	keys []string // the holder's keys: one, or a MultiLock's one per name
+	rev  int64    // their create revision: the fencing token
+	hold string   // the hold's Grant.Key (a reentrant shape's), "" for the others
+	slot int      // the keys' slot, given back by the first release once they are gone
+
+	released atomic.Bool // a release was sent
 
 	mu       sync.Mutex
-	sess     *session         // the session the key is attached to; nil for a lease of its own
-	lease    clientv3.LeaseID // the lease the key is attached to
-	leaseTTL time.Duration    // a lease of its own: its TTL as granted
+	sess     *session         // the session the keys are attached to; nil for a lease of their own
+	lease    clientv3.LeaseID // the lease the keys are attached to
+	leaseTTL time.Duration    // a lease of their own: its TTL as granted
 }
 
 func (o *grantOps) session() *session {
@@ -33,46 +39,91 @@ func (o *grantOps) session() *session {
 	return o.sess
 }
 
-func (o *grantOps) owned() clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(o.key), "=", o.rev)
+// owned holds while every key exists with the grant's create revision.
+func (o *grantOps) owned() []clientv3.Cmp {
+	cmps := make([]clientv3.Cmp, len(o.keys))
+	for i, k := range o.keys {
+		cmps[i] = clientv3.Compare(clientv3.CreateRevision(k), "=", o.rev)
+	}
+	return cmps
 }
 
-// Release deletes the key if it is still this grant's (a reentrant hold:
-// once its last Lease is released). A release that fails is retried in the
-// background while the key's lease lives, so a lock is never left held by a
-// live session after its Unlock.
-func (o *grantOps) Release(ctx context.Context) (dlock.Released, error) {
-	if o.rec != nil && !o.rec.release() {
-		return dlock.ReleasedStillHeld, nil
+// Release deletes the keys of this grant. It reports ReleasedNotOurs if
+// any key was gone (the lock was lost before the release).
+//
+// The first release deletes the keys by name: while the grant keeps their
+// slot, no other key of that name can exist (only this Client writes them,
+// and it reuses a name only once its keys are known to be gone), so a key
+// deleted is this grant's. If etcd does not answer, the keys are deleted
+// in the background, conditionally on their create revision, and the slot
+// is retired (never reused by this Client): a delete that etcd applies
+// late finds nobody's key. A release asked for again (a retried Unlock) is
+// conditional on the create revision, so it never deletes a later
+// acquisition that reused the name. A release that fails is retried in the
+// background while the keys' lease lives, so a lock is never left held by
+// a live session after its Unlock.
+func (o *grantOps) Release(ctx context.Context) (seam.Released, error) {
+	var ok bool
+	var err error
+	if o.released.CompareAndSwap(false, true) {
+		ok, err = deleteNamed(ctx, o.c.cli, o.keys)
+		if err != nil {
+			o.c.deleteLater(o.keys, o.rev, o.session(), -1)
+		} else {
+			o.c.slots.give(o.slot)
+		}
+	} else {
+		ok, err = deleteOwned(ctx, o.c.cli, o.keys, o.rev)
 	}
-	resp, err := o.c.cli.Txn(ctx).If(o.owned()).Then(clientv3.OpDelete(o.key)).Commit()
+	switch {
+	case err != nil:
+		return seam.ReleasedNotOurs, err
+	case !ok:
+		return seam.ReleasedNotOurs, nil
+	}
+	return seam.ReleasedFree, nil
+}
+
+// deleteNamed deletes keys by name, in one request; it reports whether
+// every key existed.
+func deleteNamed(ctx context.Context, cli *clientv3.Client, keys []string) (bool, error) {
+	if len(keys) == 1 {
+		resp, err := cli.Delete(ctx, keys[0])
+		return err == nil && resp.Deleted == 1, err
+	}
+	ops := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = clientv3.OpDelete(k)
+	}
+	resp, err := cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
-		o.c.deleteLater(o.key, o.rev, o.session())
-		return dlock.ReleasedNotOurs, err
+		return false, err
 	}
-	if !resp.Succeeded {
-		return dlock.ReleasedNotOurs, nil
+	for _, r := range resp.Responses {
+		if r.GetResponseDeleteRange().GetDeleted() != 1 {
+			return false, nil
+		}
 	}
-	return dlock.ReleasedFree, nil
+	return true, nil
 }
 
-// Verify reports whether the key still exists with this grant's create
+// Verify reports whether every key still exists with this grant's create
 // revision (a linearizable read).
 func (o *grantOps) Verify(ctx context.Context) (bool, error) {
-	resp, err := o.c.cli.Txn(ctx).If(o.owned()).Commit()
+	resp, err := o.c.cli.Txn(ctx).If(o.owned()...).Commit()
 	if err != nil {
 		return false, err
 	}
 	return resp.Succeeded, nil
 }
 
-// Extend makes etcd keep the key for at least ttl from now. A key on the
+// Extend makes etcd keep the keys for at least ttl from now. Keys on the
 // session: one keepalive (ttl may not exceed the session's TTL: the session
-// renews it). A key on a lease of its own: a keepalive of that lease when
-// ttl fits in its TTL, else the key moves to a new lease of ttl and the old
-// lease is revoked before Extend returns (if etcd cannot be reached for the
-// revoke, it is retried in the background; the old lease holds nothing any
-// more either way, and expires by itself at its TTL).
+// renews them). Keys on a lease of their own: a keepalive of that lease
+// when ttl fits in its TTL, else the keys move to a new lease of ttl and
+// the old lease is revoked before Extend returns (if etcd cannot be reached
+// for the revoke, it is retried in the background; the old lease holds
+// nothing any more either way, and expires by itself at its TTL).
 func (o *grantOps) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	o.mu.Lock()
 	s, lease, leaseTTL := o.sess, o.lease, o.leaseTTL
@@ -84,7 +135,7 @@ func (o *grantOps) Extend(ctx context.Context, ttl time.Duration) (bool, error) 
 		sent := time.Now()
 		if _, err := o.c.cli.KeepAliveOnce(ctx, lease); err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				o.c.endSession(s, dlock.LostExpired, false)
+				o.c.endSession(s, observe.LostExpired, false)
 				return false, nil
 			}
 			return false, err
@@ -101,41 +152,57 @@ func (o *grantOps) Extend(ctx context.Context, ttl time.Duration) (bool, error) 
 		}
 		return o.Verify(ctx)
 	}
-	lr, err := o.c.cli.Grant(ctx, seconds(ttl))
-	if err != nil {
+	ok, err := o.ownLease(ctx, ttl)
+	if err != nil || !ok {
 		return false, err
 	}
-	resp, err := o.c.cli.Txn(ctx).If(o.owned()).Then(clientv3.OpPut(o.key, "", clientv3.WithIgnoreValue(), clientv3.WithLease(lr.ID))).Commit()
-	if err != nil || !resp.Succeeded {
-		o.c.revokeLater(lr.ID)
-		return false, err
-	}
-	o.mu.Lock()
-	o.lease, o.leaseTTL = lr.ID, time.Duration(lr.TTL)*time.Second
-	o.mu.Unlock()
 	if _, err := o.c.cli.Revoke(ctx, lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		o.c.revokeLater(lease)
 	}
 	return true, nil
 }
 
-// deleteLater deletes key in the background (if its create revision is
-// rev; rev 0: whatever it is — a key of ours whose revision is unknown)
-// until that succeeds, the session s it is attached to ends (etcd removes
-// the key then), or the Client is closed.
-func (c *Client) deleteLater(key string, rev int64, s *session) {
+// ownLease moves the keys to a new lease of their own for d (LeaseTime):
+// nothing renews it. false: a key was gone (the new lease is revoked).
+func (o *grantOps) ownLease(ctx context.Context, d time.Duration) (bool, error) {
+	lr, err := o.c.cli.Grant(ctx, seconds(d))
+	if err != nil {
+		return false, err
+	}
+	puts := make([]clientv3.Op, len(o.keys))
+	for i, k := range o.keys {
+		puts[i] = clientv3.OpPut(k, "", clientv3.WithIgnoreValue(), clientv3.WithLease(lr.ID))
+	}
+	resp, err := o.c.cli.Txn(ctx).If(o.owned()...).Then(puts...).Commit()
+	if err != nil || !resp.Succeeded {
+		o.c.revokeLater(lr.ID)
+		return false, err
+	}
+	o.mu.Lock()
+	o.sess, o.lease, o.leaseTTL = nil, lr.ID, time.Duration(lr.TTL)*time.Second
+	o.mu.Unlock()
+	return true, nil
+}
+
+// deleteLater deletes keys in the background (each if its create revision
+// is rev; rev 0: whatever it is — keys of ours whose revision is unknown)
+// until that succeeds, the session s they are attached to ends (etcd
+// removes them then), or the Client is closed; then their slot (if >= 0)
+// can be used again.
+func (c *Client) deleteLater(keys []string, rev int64, s *session, slot int) {
 	c.background(func(ctx context.Context) {
+		defer func() {
+			if slot >= 0 && ctx.Err() == nil {
+				c.slots.give(slot)
+			}
+		}()
 		var done <-chan struct{}
 		if s != nil {
 			done = s.done
 		}
 		for {
-			cmp := clientv3.Compare(clientv3.CreateRevision(key), "=", rev)
-			if rev == 0 {
-				cmp = clientv3.Compare(clientv3.CreateRevision(key), ">", 0)
-			}
 			dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, err := c.cli.Txn(dctx).If(cmp).Then(clientv3.OpDelete(key)).Commit()
+			_, err := deleteOwned(dctx, c.cli, keys, rev)
 			cancel()
 			if err == nil {
 				return
@@ -160,11 +227,3 @@ func (c *Client) revokeLater(id clientv3.LeaseID) {
 		_, _ = c.cli.Revoke(ctx, id)
 	})
 }
-
-// nopOps are the operations of a re-entry that did not join its hold (see
-// reentry.join): there is nothing in etcd to release, extend or verify.
-type nopOps struct{}
-
-func (nopOps) Release(context.Context) (dlock.Released, error)     { return dlock.ReleasedNotOurs, nil }
-func (nopOps) Extend(context.Context, time.Duration) (bool, error) { return false, nil }
-func (nopOps) Verify(context.Context) (bool, error)                { return false, nil }

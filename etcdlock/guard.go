@@ -16,8 +16,9 @@ const noLease = "\x00etcdlock: not a lease"
 //
 //	txn := cli.Txn(ctx).If(etcdlock.IsOwner(lease)).Then(clientv3.OpPut(k, v))
 //
-// For a nil Lease, or one not from this package, the comparison never
-// holds. It does not read the Lease's local state: Lease.Err may already
+// For a MultiLock the comparison is on the key of its first name (in
+// canonical order); all its keys were created together. For a nil Lease,
+// or one not from this package, the comparison never holds. It does not read the Lease's local state: Lease.Err may already
 // report a loss that etcd has not yet applied.
 func IsOwner(l *dlock.Lease) clientv3.Cmp {
 	if l == nil || l.Token() <= 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/freeport"
+	"github.com/dlockgo/dlock/seam"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -17,10 +18,25 @@ func TestNewBadInput(t *testing.T) {
 	if _, err := New(nil); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Errorf("New(nil): %v, want ErrInvalidArgument", err)
 	}
-	for _, d := range []time.Duration{0, -time.Second, 500 * time.Millisecond} {
-		if _, err := New(etcdClient(t), WithTTL(d)); !errors.Is(err, dlock.ErrInvalidDuration) {
-			t.Errorf("WithTTL(%v): %v, want ErrInvalidDuration", d, err)
+	cli := etcdClient(t)
+	for _, d := range []time.Duration{-time.Second, 500 * time.Millisecond} {
+		if _, err := New(cli, Config{TTL: d}); !errors.Is(err, dlock.ErrInvalidDuration) {
+			t.Errorf("Config{TTL: %v}: %v, want ErrInvalidDuration", d, err)
 		}
+	}
+	if _, err := New(cli, Config{Label: strings.Repeat("x", 257)}); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("a 257-byte label: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := New(cli, Config{}, Config{}); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("two Configs: %v, want ErrInvalidArgument", err)
+	}
+	c, err := New(cli, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.TTL() != DefaultTTL || c.prefix != DefaultPrefix {
+		t.Errorf("the zero Config: TTL %v, prefix %q; want the defaults", c.TTL(), c.prefix)
 	}
 }
 
@@ -42,7 +58,7 @@ func TestAcquireBadInput(t *testing.T) {
 			t.Errorf("%s with ReplicaAck: %v, want ErrInvalidArgument", kind, err)
 		}
 	}
-	for _, name := range []string{"", strings.Repeat("x", dlock.MaxNameLen+1)} {
+	for _, name := range []string{"", strings.Repeat("x", seam.MaxNameLen+1)} {
 		if _, err := c.Semaphore(name, 1).Acquire(ctx); !errors.Is(err, dlock.ErrInvalidName) {
 			t.Errorf("semaphore named %d bytes: %v, want ErrInvalidName", len(name), err)
 		}
@@ -71,7 +87,7 @@ func TestAcquireBadInput(t *testing.T) {
 
 func TestExtend(t *testing.T) {
 	admin := etcdClient(t)
-	c := newClient(t, WithTTL(3*time.Second))
+	c := newClient(t, Config{TTL: 3 * time.Second})
 	ctx := testCtx(t, 30*time.Second)
 	n := lockName(t)
 	l, err := c.Mutex(n).Acquire(ctx)
@@ -178,7 +194,7 @@ func TestUnreachableCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	c, err := New(cli, WithTTL(2*time.Second))
+	c, err := New(cli, Config{TTL: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

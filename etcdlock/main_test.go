@@ -55,9 +55,9 @@ func etcdClient(t testing.TB, endpoints ...string) *clientv3.Client {
 }
 
 // newClient returns a Client on its own etcd client, closed at t's cleanup.
-func newClient(t testing.TB, opts ...Option) *Client {
+func newClient(t testing.TB, cfg ...Config) *Client {
 	t.Helper()
-	c, err := New(etcdClient(t), opts...)
+	c, err := New(etcdClient(t), cfg...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/etcdproc"
 	"github.com/dlockgo/dlock/internal/witness"
+	"github.com/dlockgo/dlock/seam"
 )
 
 // Regression cases from etcd's own lock recipe (client/v3/concurrency).
@@ -90,7 +91,7 @@ func TestRetriedUnlockSparesLaterAcquisition(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The first release, delivered again.
-			if res, err := ops.Release(ctx); err != nil || res != dlock.ReleasedNotOurs {
+			if res, err := ops.Release(ctx); err != nil || res != seam.ReleasedNotOurs {
 				t.Fatalf("the repeated release: %v, %v; want ReleasedNotOurs", res, err)
 			}
 			if err := second.Verify(ctx); err != nil {
@@ -106,16 +107,14 @@ func TestRetriedUnlockSparesLaterAcquisition(t *testing.T) {
 	}
 }
 
-// opsOf returns the grant operations of a session-kept lease of c.
+// opsOf returns the grant operations of a lease of c.
 func opsOf(t *testing.T, c *Client, l *dlock.Lease) *grantOps {
 	t.Helper()
-	for _, h := range c.keeper.Renewing() {
-		if o, ok := h.Ops().(*grantOps); ok && o.key == l.ID() {
-			return o
-		}
+	h := c.keeper.HoldOf(l)
+	if h == nil {
+		t.Fatalf("no hold for %s", l.ID())
 	}
-	t.Fatalf("no hold for %s", l.ID())
-	return nil
+	return h.Ops()
 }
 
 // An Unlock whose request never reached etcd (the link was cut) is sent

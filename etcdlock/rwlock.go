@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/dlockgo/dlock"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -35,56 +36,40 @@ func (c *Client) RWLock(name string) *RWLock { return &RWLock{c: c, name: name} 
 func (rw *RWLock) Name() string { return rw.name }
 
 // ReadLock returns the read side: its Acquire takes a shared hold.
-func (rw *RWLock) ReadLock() dlock.Locker { return readLock{rw} }
-
-// WriteLock returns the write side: its Acquire takes the exclusive hold.
-func (rw *RWLock) WriteLock() dlock.Locker { return writeLock{rw} }
-
-// Keys under the lock's directory: r/ readers, w/ writers, d/ readers that
-// took the read side while holding the write side (downgrades), which the
-// writers after them wait for whatever their age.
-
-type readLock struct{ rw *RWLock }
-
-func (r readLock) Name() string { return r.rw.name }
-
-// Acquire takes or re-enters the read side; see RWLock.
-func (r readLock) Acquire(ctx context.Context, opts ...dlock.Option) (*dlock.Lease, error) {
-	c, name := r.rw.c, r.rw.name
+func (rw *RWLock) ReadLock() dlock.Locker {
+	c, name := rw.c, rw.name
 	base := c.dir("rw", name)
 	writers := base + "w/"
-	return c.acquire(ctx, shape{
-		kind: "rw_read", name: name, dir: base + "r/", reentrant: true,
+	return &side{name: name, c: c, sh: shape{
+		kind: "rw_read", name: name, dirs: []string{base + "r/"},
+		hold:   func(owner string) string { return holdKey("rw_read", name, owner) },
 		before: func(a *attempt) (*dlock.Lease, error) { return a.downgrade(base + "d/") },
-		// The newest writer: ours is not one.
-		first: []clientv3.Op{clientv3.OpGet(writers, clientv3.WithLastCreate()...)},
+		// No writer: granted; else the newest writer.
+		first: []clientv3.Op{clientv3.OpGet(writers, append(clientv3.WithLastCreate(), clientv3.WithKeysOnly())...)},
 		later: func(rev int64) []clientv3.Op {
-			return []clientv3.Op{clientv3.OpGet(writers, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))...)}
+			return []clientv3.Op{clientv3.OpGet(writers, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1), clientv3.WithKeysOnly())...)}
 		},
 		blocker: func(resps []*etcdserverpb.ResponseOp, rev int64) (string, bool) { return ahead(resps[0], rev), false },
-	}, opts)
+	}}
 }
 
-type writeLock struct{ rw *RWLock }
-
-func (w writeLock) Name() string { return w.rw.name }
-
-// Acquire takes or re-enters the write side; see RWLock.
-func (w writeLock) Acquire(ctx context.Context, opts ...dlock.Option) (*dlock.Lease, error) {
-	c, name := w.rw.c, w.rw.name
+// WriteLock returns the write side: its Acquire takes the exclusive hold.
+func (rw *RWLock) WriteLock() dlock.Locker {
+	c, name := rw.c, rw.name
 	base := c.dir("rw", name)
 	down := clientv3.OpGet(base+"d/", clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1))
-	return c.acquire(ctx, shape{
-		kind: "rw_write", name: name, dir: base + "w/", reentrant: true,
+	return &side{name: name, c: c, sh: shape{
+		kind: "rw_write", name: name, dirs: []string{base + "w/"},
+		hold: func(owner string) string { return holdKey("rw_write", name, owner) },
 		before: func(a *attempt) (*dlock.Lease, error) {
-			if a.c.lookup("rw_read", name, a.owner) != nil {
+			if a.carried() && a.c.held(holdKey("rw_read", name, a.owner)) != nil {
 				return nil, fmt.Errorf("%w (unlock the read side first)", dlock.ErrUpgrade)
 			}
 			return nil, nil
 		},
-		first: []clientv3.Op{clientv3.OpGet(base, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)), down},
+		first: []clientv3.Op{clientv3.OpGet(base, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2), clientv3.WithKeysOnly()), down},
 		later: func(rev int64) []clientv3.Op {
-			return []clientv3.Op{clientv3.OpGet(base, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))...), down}
+			return []clientv3.Op{clientv3.OpGet(base, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1), clientv3.WithKeysOnly())...), down}
 		},
 		blocker: func(resps []*etcdserverpb.ResponseOp, rev int64) (string, bool) {
 			if k := ahead(resps[0], rev); k != "" {
@@ -95,7 +80,25 @@ func (w writeLock) Acquire(ctx context.Context, opts ...dlock.Option) (*dlock.Le
 			}
 			return "", false
 		},
-	}, opts)
+	}}
+}
+
+// Keys under the lock's directory: r/ readers, w/ writers, d/ readers that
+// took the read side while holding the write side (downgrades), which the
+// writers after them wait for whatever their age.
+
+// side is one side of an RWLock.
+type side struct {
+	name string
+	c    *Client
+	sh   shape
+}
+
+func (s *side) Name() string { return s.name }
+
+// Acquire takes or re-enters the side; see RWLock.
+func (s *side) Acquire(ctx context.Context, opts ...dlock.Option) (*dlock.Lease, error) {
+	return s.c.acquire(ctx, s.sh, opts)
 }
 
 // downgrade grants the read side at once to an owner that holds the write
@@ -103,7 +106,10 @@ func (w writeLock) Acquire(ctx context.Context, opts ...dlock.Option) (*dlock.Le
 // key still exists, so a writer that finds the write key gone finds this
 // one. nil, nil: the owner holds no write side (queue as a reader).
 func (a *attempt) downgrade(dir string) (*dlock.Lease, error) {
-	w := a.c.lookup("rw_write", a.sh.name, a.owner)
+	if !a.carried() {
+		return nil, nil // a new owner holds nothing
+	}
+	w := a.c.held(holdKey("rw_write", a.sh.name, a.owner))
 	if w == nil {
 		return nil, nil
 	}
@@ -111,17 +117,22 @@ func (a *attempt) downgrade(dir string) (*dlock.Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	key := holderKey(dir, s.id)
-	resp, err := a.c.cli.Txn(a.wctx).If(w.ops.owned()).Then(clientv3.OpPut(key, a.owner, clientv3.WithLease(s.id))).Commit()
-	if err != nil {
-		if a.c.sessionGone(s, err) {
-			return nil, nil
-		}
-		a.c.deleteLater(key, 0, s)
+	a.slot = a.c.slots.take()
+	key := holderKey(dir, s, a.slot)
+	put := clientv3.OpPut(key, a.c.value(a.owner, 0, false, time.Now()), clientv3.WithLease(s.id))
+	resp, err := a.c.cli.Txn(a.wctx).If(w.Ops().owned()...).Then(put).Commit()
+	switch {
+	case err != nil && a.c.sessionGone(s, err):
+		err = nil
+		fallthrough
+	case err == nil && !resp.Succeeded: // nothing was written
+		a.c.slots.give(a.slot)
+		a.slot = -1
+		return nil, err
+	case err != nil:
+		a.c.deleteLater([]string{key}, 0, s, a.slot)
+		a.slot = -1
 		return nil, err
 	}
-	if !resp.Succeeded {
-		return nil, nil
-	}
-	return a.granted(s, key, resp.Header.Revision)
+	return a.granted(s, []string{key}, resp.Header.Revision, a.owner)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/seam"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -30,9 +31,6 @@ func (c *Client) Semaphore(name string, permits int) *Semaphore {
 // Name returns the semaphore's name.
 func (s *Semaphore) Name() string { return s.name }
 
-// Permits returns the semaphore's number of permits.
-func (s *Semaphore) Permits() int { return s.permits }
-
 // Acquire takes one permit; see dlock.Locker. It returns an error wrapping
 // dlock.ErrInvalidArgument if the semaphore has fewer than 1 permit.
 func (s *Semaphore) Acquire(ctx context.Context, opts ...dlock.Option) (*dlock.Lease, error) {
@@ -48,8 +46,11 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...dlock.Option) (*dlock.L
 		return k
 	}
 	return s.c.acquire(ctx, shape{
-		kind: "semaphore", name: s.name, dir: dir,
+		kind: "semaphore", name: s.name, dirs: []string{dir}, permits: n,
 		check: func() error {
+			if err := seam.CheckName(s.name); err != nil {
+				return err
+			}
 			if n < 1 {
 				return fmt.Errorf("%w: %d permits (want at least 1)", dlock.ErrInvalidArgument, n)
 			}

@@ -3,10 +3,13 @@ package etcdlock
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/observe"
+	"github.com/dlockgo/dlock/seam"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -16,6 +19,7 @@ import (
 // renewing disappear when etcd expires the lease.
 type session struct {
 	id   clientv3.LeaseID
+	hex  string        // id in hex and "-": the start of its keys' holder part
 	ttl  time.Duration // as granted by etcd
 	done chan struct{} // closed when the session ended
 
@@ -34,7 +38,7 @@ func (s *session) confirmed() time.Time {
 
 // deadline is when the session must be taken as gone on the local clock.
 func (s *session) deadline() time.Time {
-	return s.confirmed().Add(s.ttl - dlock.Drift(s.ttl))
+	return s.confirmed().Add(s.ttl - seam.Drift(s.ttl))
 }
 
 // alive reports whether the session has not ended and its deadline has not
@@ -42,7 +46,7 @@ func (s *session) deadline() time.Time {
 func (s *session) alive() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.ended && time.Now().Before(s.sent.Add(s.ttl-dlock.Drift(s.ttl)))
+	return !s.ended && time.Now().Before(s.sent.Add(s.ttl-seam.Drift(s.ttl)))
 }
 
 // confirm records a renewal sent at sent; false if the session has ended
@@ -50,7 +54,7 @@ func (s *session) alive() bool {
 func (s *session) confirm(sent time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended || !time.Now().Before(s.sent.Add(s.ttl-dlock.Drift(s.ttl))) {
+	if s.ended || !time.Now().Before(s.sent.Add(s.ttl-seam.Drift(s.ttl))) {
 		return false
 	}
 	if sent.After(s.sent) {
@@ -85,7 +89,7 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 			if s.alive() {
 				return s, nil
 			}
-			c.endSession(s, dlock.LostUnreachable, true)
+			c.endSession(s, observe.LostUnreachable, true)
 			continue
 		}
 		select {
@@ -115,7 +119,7 @@ func (c *Client) grantSession(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &session{id: resp.ID, ttl: time.Duration(resp.TTL) * time.Second, sent: sent, done: make(chan struct{})}
+	s := &session{id: resp.ID, hex: strconv.FormatInt(int64(resp.ID), 16) + "-", ttl: time.Duration(resp.TTL) * time.Second, sent: sent, done: make(chan struct{})}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -140,7 +144,7 @@ func seconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.
 // it queue again, and (with revoke) the lease is revoked in the
 // background, so keys of holders that were told they lost are gone from
 // etcd too.
-func (c *Client) endSession(s *session, reason dlock.LostReason, revoke bool) {
+func (c *Client) endSession(s *session, reason observe.LostReason, revoke bool) {
 	if !s.end() {
 		return
 	}
@@ -149,9 +153,7 @@ func (c *Client) endSession(s *session, reason dlock.LostReason, revoke bool) {
 		c.sess = nil
 	}
 	c.mu.Unlock()
-	for _, h := range c.holdsOf(s) {
-		h.Lose(reason)
-	}
+	c.keeper.LoseSession(s, reason)
 	if revoke {
 		c.background(func(ctx context.Context) {
 			ctx, cancel := context.WithTimeout(ctx, s.ttl)
@@ -172,19 +174,8 @@ func (c *Client) sessionGone(s *session, err error) bool {
 	if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return false
 	}
-	c.endSession(s, dlock.LostExpired, false)
+	c.endSession(s, observe.LostExpired, false)
 	return true
-}
-
-// holdsOf returns the live holds kept by s.
-func (c *Client) holdsOf(s *session) []*dlock.Hold {
-	var hs []*dlock.Hold
-	for _, h := range c.keeper.Renewing() {
-		if o, ok := h.Ops().(*grantOps); ok && o.session() == s {
-			hs = append(hs, h)
-		}
-	}
-	return hs
 }
 
 // keepalive renews the current session every TTL/3 (sooner again after a
@@ -232,10 +223,9 @@ func retryEvery(ttl time.Duration) time.Duration { return min(ttl/10, 500*time.M
 func (c *Client) renew(s *session) bool {
 	deadline := s.deadline()
 	if !time.Now().Before(deadline) {
-		c.endSession(s, dlock.LostUnreachable, true)
+		c.endSession(s, observe.LostUnreachable, true)
 		return true
 	}
-	holds := c.holdsOf(s) // before the keepalive: every key of these existed before it
 	// One attempt is bounded well inside the deadline, so that a call stuck
 	// on a dead connection leaves time for another on a live one.
 	until := time.Now().Add(max(s.ttl/5, 200*time.Millisecond))
@@ -251,41 +241,44 @@ func (c *Client) renew(s *session) bool {
 		return true
 	case err == nil && resp.TTL > 0:
 		if !s.confirm(sent) {
-			c.endSession(s, dlock.LostUnreachable, true)
+			c.endSession(s, observe.LostUnreachable, true)
 			return true
 		}
-		ttl := time.Duration(resp.TTL) * time.Second
-		for _, h := range holds {
-			h.Renewed(sent, ttl)
-		}
-		c.checkKeys(holds)
+		// Every hold of s is kept by its lease, which etcd keeps until at
+		// least sent + ttl: also one granted while the keepalive was in
+		// flight.
+		c.keeper.RenewSession(s, sent, time.Duration(resp.TTL)*time.Second)
+		c.checkKeys(c.keeper.Session(s))
 		return true
 	case err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound):
-		c.endSession(s, dlock.LostExpired, false)
+		c.endSession(s, observe.LostExpired, false)
 		return true
 	default:
-		for _, h := range holds {
+		for _, h := range c.keeper.Session(s) {
 			h.RenewFailed(err)
 		}
 		if !time.Now().Before(s.deadline()) {
-			c.endSession(s, dlock.LostUnreachable, true)
+			c.endSession(s, observe.LostUnreachable, true)
 		}
 		return false
 	}
 }
 
-// checkKeys reads the keys of holds (in one read per 64) and loses every
-// hold whose key is gone or was replaced: a lock deleted behind its
-// holder's back is reported at the next renewal. A failed read changes
-// nothing.
-func (c *Client) checkKeys(holds []*dlock.Hold) {
+// checkKeys reads the keys of holds (up to 64 keys per read) and loses
+// every hold one of whose keys is gone or was replaced: a lock deleted
+// behind its holder's back is reported at the next renewal. A failed read
+// changes nothing.
+func (c *Client) checkKeys(holds []*seam.Hold[*grantOps]) {
 	for len(holds) > 0 {
-		n := min(len(holds), 64)
-		batch := holds[:n]
-		holds = holds[n:]
-		ops := make([]clientv3.Op, n)
-		for i, h := range batch {
-			ops[i] = clientv3.OpGet(h.Ops().(*grantOps).key, clientv3.WithKeysOnly())
+		var batch []*seam.Hold[*grantOps]
+		var ops []clientv3.Op
+		for len(holds) > 0 && (len(ops) == 0 || len(ops)+len(holds[0].Ops().keys) <= 64) {
+			h := holds[0]
+			holds = holds[1:]
+			batch = append(batch, h)
+			for _, k := range h.Ops().keys {
+				ops = append(ops, clientv3.OpGet(k, clientv3.WithKeysOnly()))
+			}
 		}
 		ctx, cancel := context.WithTimeout(c.bg, c.ttl/3)
 		resp, err := c.cli.Txn(ctx).Then(ops...).Commit()
@@ -293,13 +286,25 @@ func (c *Client) checkKeys(holds []*dlock.Hold) {
 		if err != nil {
 			return
 		}
-		for i, h := range batch {
-			kvs := resp.Responses[i].GetResponseRange().GetKvs()
-			if len(kvs) == 0 || kvs[0].CreateRevision != h.Token() {
-				h.Lose(dlock.LostDeletedOrTaken)
+		i := 0
+		for _, h := range batch {
+			gone := false
+			for range h.Ops().keys {
+				kvs := resp.Responses[i].GetResponseRange().GetKvs()
+				gone = gone || len(kvs) == 0 || kvs[0].CreateRevision != h.Token()
+				i++
+			}
+			if gone {
+				h.Lose(observe.LostDeletedOrTaken)
 			}
 		}
 	}
+}
+
+// isCtxErr reports whether err is a context's end, as etcd's client returns
+// it.
+func isCtxErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // sleep waits d or until ctx ends.

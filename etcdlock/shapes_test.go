@@ -70,7 +70,7 @@ func TestReentryJoinsHold(t *testing.T) {
 // renewal, without calling Verify.
 func TestDeletedKeySeenByRenewal(t *testing.T) {
 	admin := etcdClient(t)
-	c := newClient(t, WithTTL(2*time.Second))
+	c := newClient(t, Config{TTL: 2 * time.Second})
 	ctx := testCtx(t, 20*time.Second)
 	l, err := c.Mutex(lockName(t)).Acquire(ctx)
 	if err != nil {

@@ -1,0 +1,178 @@
+package etcdlock
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/dlockgo/dlock/internal/ids"
+	"github.com/dlockgo/dlock/seam"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Client implements seam.Inspector, as every backend client does.
+var _ seam.Inspector = (*Client)(nil)
+
+// inspected are the shapes Inspect looks for, in the order it reports the
+// first one that has keys (on etcd a Mutex, a Lock, an RWLock and a
+// Semaphore of one name are different locks; a name normally has one).
+var inspected = []string{"mutex", "lock", "rw", "semaphore"}
+
+// Inspect reads the state of the lock called name without changing it, in
+// one read of its directories plus one lease lookup per holder or waiter
+// lease (their TTLs), with the meaning every backend gives seam.Info:
+//
+//   - Shape: "mutex", "lock" (a MultiLock's members are Locks), "rw" or
+//     "semaphore"; "" when no key is there.
+//   - Holders: the oldest key of a Mutex or Lock (a MultiLock's key at the
+//     head of one member holds it while it waits for the others); an
+//     RWLock's writer with no older key, or its readers with no older
+//     writer, and the readers of a downgrade; a Semaphore's Permits oldest
+//     keys. ID is the first 8 characters of the owner (Lock, RWLock,
+//     MultiLock) or of the key's random id (Mutex, Semaphore); Host, PID,
+//     Label and Since come from the key's value (Since is when the key was
+//     written: when its holder queued, or when it was granted after
+//     waiting with QueueTimeout); Count is 1 (re-entries are counted by
+//     the holding Client, not in etcd); Fence is the key's create revision;
+//     TTL the remaining TTL of the key's lease.
+//   - TTL: the lease of the holder of a Mutex, a Lock or an RWLock's
+//     writer; -1 for readers and permits, which have their own (and when
+//     free).
+//   - Queue: every key that waits, in arrival order, with Mode "write" or
+//     "read" for an RWLock. Deadline is the remaining TTL of a waiter's own
+//     lease (QueueTimeout), or -1 when its place lives as long as its
+//     session.
+//   - Permits: a Semaphore's count, as its holders wrote it.
+//   - LastFence: the greatest token among the holders (etcd keeps no
+//     counter: 0 when free; every later grant's token is greater anyway).
+func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
+	info := seam.Info{Name: name, TTL: -1}
+	if err := seam.CheckName(name); err != nil {
+		return info, seam.Wrap("inspect", "", name, err)
+	}
+	ops := make([]clientv3.Op, len(inspected))
+	for i, kind := range inspected {
+		ops[i] = clientv3.OpGet(c.dir(kind, name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	}
+	resp, err := c.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return info, seam.StoreErr(ctx, "inspect", "", name, err)
+	}
+	var kvs []*mvccpb.KeyValue
+	for i, r := range resp.Responses {
+		if kvs = r.GetResponseRange().GetKvs(); len(kvs) > 0 {
+			info.Shape = inspected[i]
+			break
+		}
+	}
+	var held, waiting []*mvccpb.KeyValue
+	var modes map[*mvccpb.KeyValue]string
+	switch info.Shape {
+	case "mutex", "lock":
+		held, waiting = kvs[:1], kvs[1:]
+	case "semaphore":
+		info.Permits = parseValue(string(kvs[0].Value)).permits
+		n := min(max(info.Permits, 1), len(kvs))
+		held, waiting = kvs[:n], kvs[n:]
+	case "rw":
+		held, waiting, modes = c.rwState(name, kvs)
+	}
+	ttls, err := c.leaseTTLs(ctx, kvs)
+	if err != nil {
+		return info, seam.StoreErr(ctx, "inspect", info.Shape, name, err)
+	}
+	for _, kv := range held {
+		v := parseValue(string(kv.Value))
+		h := seam.Holder{ID: ids.Short(v.id), Host: v.host, PID: v.pid, Label: v.label, Since: v.written,
+			Count: 1, Fence: kv.CreateRevision, Mode: modes[kv], TTL: max(ttls[kv.Lease], 0)}
+		info.Holders = append(info.Holders, h)
+		info.LastFence = max(info.LastFence, h.Fence)
+		if h.Mode != "read" && info.Shape != "semaphore" {
+			info.TTL = h.TTL
+		}
+	}
+	info.Held = len(info.Holders) > 0
+	for _, kv := range waiting {
+		v := parseValue(string(kv.Value))
+		w := seam.Waiter{ID: ids.Short(v.id), Host: v.host, PID: v.pid, Label: v.label, Since: v.written, Mode: modes[kv], Deadline: -1}
+		if v.queued {
+			w.Deadline = max(ttls[kv.Lease], 0)
+		}
+		info.Queue = append(info.Queue, w)
+	}
+	return info, nil
+}
+
+// rwState splits an RWLock's keys (oldest first) into holders and waiters
+// (in arrival order), with each key's mode. A writer holds when no reader
+// or writer key is older than it and no downgrade key but its own owner's
+// is left (writers wait for every downgrade); a reader holds when no writer
+// key is older than it; a downgrade's reader holds from its write.
+func (c *Client) rwState(name string, kvs []*mvccpb.KeyValue) (held, waiting []*mvccpb.KeyValue, modes map[*mvccpb.KeyValue]string) {
+	base := c.dir("rw", name)
+	modes = make(map[*mvccpb.KeyValue]string, len(kvs))
+	var downOwners []string
+	for _, kv := range kvs {
+		switch {
+		case strings.HasPrefix(string(kv.Key), base+"w/"):
+			modes[kv] = "write"
+		case strings.HasPrefix(string(kv.Key), base+"d/"):
+			modes[kv] = "read"
+			downOwners = append(downOwners, parseValue(string(kv.Value)).id)
+		default:
+			modes[kv] = "read"
+		}
+	}
+	olderKey, olderWriter := false, false
+	for _, kv := range kvs {
+		down := strings.HasPrefix(string(kv.Key), base+"d/")
+		switch {
+		case down:
+			held = append(held, kv)
+			continue
+		case modes[kv] == "write":
+			owner := parseValue(string(kv.Value)).id
+			if !olderKey && allEqual(downOwners, owner) {
+				held = append(held, kv)
+			} else {
+				waiting = append(waiting, kv)
+			}
+			olderWriter = true
+		default:
+			if !olderWriter {
+				held = append(held, kv)
+			} else {
+				waiting = append(waiting, kv)
+			}
+		}
+		olderKey = true
+	}
+	return held, waiting, modes
+}
+
+// allEqual reports whether every one of ss is s.
+func allEqual(ss []string, s string) bool {
+	for _, x := range ss {
+		if x != s {
+			return false
+		}
+	}
+	return true
+}
+
+// leaseTTLs returns the remaining TTL of every lease kvs are attached to.
+func (c *Client) leaseTTLs(ctx context.Context, kvs []*mvccpb.KeyValue) (map[int64]time.Duration, error) {
+	ttls := make(map[int64]time.Duration)
+	for _, kv := range kvs {
+		if _, ok := ttls[kv.Lease]; ok || kv.Lease == 0 {
+			continue
+		}
+		r, err := c.cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+		if err != nil {
+			return nil, err
+		}
+		ttls[kv.Lease] = time.Duration(r.TTL) * time.Second
+	}
+	return ttls, nil
+}
