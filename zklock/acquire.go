@@ -32,28 +32,59 @@ const (
 	familySemaphore = "semaphore" // Semaphore permits
 )
 
-// admitted decides from the queue whether me holds the lock; if not, it
-// returns the member to watch ("" : watch the whole directory).
-func (r *request) admitted(c *Client, dir string, q []member, me int) (bool, string) {
-	switch r.kind {
-	case kindRead: // no writer before it (but the owner's own write hold)
-		for i := me - 1; i >= 0; i-- {
-			if q[i].kind == kindWrite && !c.ownedBy(dir, q[i].name, r.owner) {
-				return false, q[i].name
-			}
-		}
-		return true, ""
-	case kindPermit: // fewer than permits before it
-		if me < r.permits {
-			return true, ""
-		}
-		return false, ""
-	default: // first in line
-		if me == 0 {
-			return true, ""
-		}
-		return false, q[me-1].name
+// place is where a node stands in its directory's listing.
+type place struct {
+	found bool   // the node is listed
+	ok    bool   // it holds the lock
+	watch string // if not: the member to watch ("": the whole directory)
+	twins []string
+}
+
+// admitted reads the listing of dir for me, r's node of attempt: whether
+// it is there, whether it holds the lock (a writer: nobody before it; a
+// reader: no writer before it but the owner's own write hold; a permit:
+// fewer than permits before it), the member to watch if not (the nearest
+// one it waits for), and the twins before it (nodes of the same attempt: a
+// create applied late), which block nobody once deleted. One pass over
+// the names, no sort: a hot lock's listing is long.
+func (r *request) admitted(c *Client, dir, me, attempt string, children []string) place {
+	mine, ok := parseMember(me)
+	if !ok {
+		return place{}
 	}
+	var p place
+	var before int
+	var pred, writer member // the nearest before it, and the nearest writer before it not the owner's
+	for _, ch := range children {
+		if ch == me {
+			p.found = true
+			continue
+		}
+		m, ok := parseMember(ch)
+		if !ok || m.seq >= mine.seq {
+			continue
+		}
+		if len(ch) > 2 && strings.HasPrefix(ch[2:], attempt) {
+			p.twins = append(p.twins, ch)
+			continue
+		}
+		before++
+		if pred.name == "" || m.seq > pred.seq {
+			pred = m
+		}
+		if r.kind == kindRead && m.kind == kindWrite && (writer.name == "" || m.seq > writer.seq) && !c.ownedBy(dir, ch, r.owner) {
+			writer = m
+		}
+	}
+	switch r.kind {
+	case kindRead:
+		p.ok, p.watch = writer.name == "", writer.name
+	case kindPermit:
+		p.ok = before < r.permits
+	default:
+		p.ok, p.watch = before == 0, pred.name
+	}
+	return p
 }
 
 // acquire runs one Acquire call: check the input, re-enter a hold of the
@@ -213,8 +244,11 @@ func (c *Client) wait(ctx context.Context, r *request, until time.Time, o seam.O
 			return nil, time.Time{}, err
 		}
 		n := &node{c: c, attempt: attempt, path: got.paths[0], more: got.paths[1:], kind: r.kind, owner: r.nodeOwner(), sid: sid, czxid: got.czxid}
-		var sent time.Time
+		sent := got.sent // the session was alive then, if no listing is needed
 		for i, dir := range dirs {
+			if i < len(got.alone) && got.alone[i] {
+				continue // the only node in its directory: first in line
+			}
 			if sent, err = c.await(ctx, r, dir, got.paths[i], sid, attempt, until); err != nil {
 				break
 			}
@@ -257,26 +291,17 @@ func (c *Client) await(ctx context.Context, r *request, dir, path string, sid in
 		if c.conn.SessionID() != sid {
 			return time.Time{}, errNodeGone
 		}
-		q := queue(children)
-		pos := -1
-		for i, m := range q {
-			if m.name == me {
-				pos = i
-				break
-			}
-		}
-		if pos < 0 {
+		p := r.admitted(c, dir, me, attempt, children)
+		if !p.found {
 			return time.Time{}, errNodeGone
 		}
-		for _, m := range q[:pos] { // a twin of ours (a create applied late) blocks nobody
-			if strings.Contains(m.name, "-"+attempt+"-") {
-				go c.deletePath(dir+"/"+m.name, sid)
-			}
+		for _, tw := range p.twins { // a twin of ours (a create applied late) blocks nobody
+			go c.deletePath(dir+"/"+tw, sid)
 		}
-		ok, watch := r.admitted(c, dir, q, pos)
-		if ok {
+		if p.ok {
 			return sent, nil
 		}
+		watch := p.watch
 		if err := ctx.Err(); err != nil {
 			return time.Time{}, err
 		}
@@ -363,7 +388,7 @@ func (c *Client) giveUp(n *node) {
 	}
 }
 
-// grant hands n to the Keeper and starts n's guard. A fixed lease no
+// grant hands n to the Keeper and has n guarded (watchLater). A fixed lease no
 // longer than the session timeout is the grant's TTL; a longer one (or
 // none) is kept by the heartbeat, and a fixed one ended by a timer.
 func (c *Client) grant(ctx context.Context, r *request, key string, n *node, sent time.Time, o seam.Options) (*dlock.Lease, error) {
@@ -387,7 +412,7 @@ func (c *Client) grant(ctx context.Context, r *request, key string, n *node, sen
 		n.leaseEnd = time.AfterFunc(time.Until(end), func() { c.expire(n) })
 	}
 	n.mu.Unlock()
-	c.startGuard(n)
+	c.watchLater(n)
 	return l, nil
 }
 

@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,31 +18,90 @@ import (
 )
 
 // The benchmarks compare zklock with go-zookeeper's own zk.Lock recipe on
-// a server of their own, with the transaction log's fsync on (as
-// ZooKeeper ships) unless ZKLOCK_BENCH_FORCESYNC=no:
+// one server, with the transaction log's fsync on (as ZooKeeper ships)
+// unless ZKLOCK_BENCH_FORCESYNC=no, or on the server at
+// ZKLOCK_BENCH_ADDR (so that runs of two builds share one server), each
+// for 5 s or ZKLOCK_BENCH_WINDOW:
 //
-//	go test -run '^$' -bench . -benchtime 1x
+//	go test -run '^$' -bench . -benchtime 1x -count 3
 //
-// Uncontended: one client locks and unlocks one name in a loop (pairs/s).
-// HotKey64: 64 sessions contend on one name for 5 s (hand-offs/s, p99 wait,
-// Jain's fairness index over the sessions' acquisitions).
+// (-count repeats each sub-benchmark before the next; to interleave, run
+// the binary once per round, with ZKLOCK_BENCH_ORDER=reverse every other
+// time.)
+//
+// Uncontended: one client locks and unlocks one name in a loop for 5 s:
+// pairs/s, the pair's latency, and per pair the requests the server
+// received (mntr's zk_packets_received: pings included), the client's CPU
+// time and its heap allocations.
+//
+// HotKey64: 64 sessions contend on one name for 5 s (hand-offs/s, p99
+// wait, Jain's fairness index over the sessions' acquisitions, requests
+// per hand-off).
 
 var bench struct {
 	once sync.Once
 	srv  *zkproc.Server
+	addr string
 	err  error
 }
 
-func benchServer(b *testing.B) *zkproc.Server {
+func benchAddr(b *testing.B) string {
 	bench.once.Do(func() {
+		if bench.addr = os.Getenv("ZKLOCK_BENCH_ADDR"); bench.addr != "" {
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		bench.srv, bench.err = zkproc.Start(ctx, zkproc.Options{ForceSync: os.Getenv("ZKLOCK_BENCH_FORCESYNC") != "no"})
+		if bench.err == nil {
+			bench.addr = bench.srv.Addr()
+		}
 	})
 	if bench.err != nil {
 		b.Fatal(bench.err)
 	}
-	return bench.srv
+	return bench.addr
+}
+
+// benchWindow is how long each benchmark runs: ZKLOCK_BENCH_WINDOW, or 5 s.
+func benchWindow() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("ZKLOCK_BENCH_WINDOW")); err == nil && d > 0 {
+		return d
+	}
+	return 5 * time.Second
+}
+
+// packets returns how many requests the server at addr has received.
+func packets(b *testing.B, addr string) int64 {
+	out, err := zkproc.FourLetter(context.Background(), addr, "mntr")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "zk_packets_received\t"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatalf("mntr has no zk_packets_received: %q", out)
+	return 0
+}
+
+// usage is the process's CPU time and heap allocations so far.
+type usage struct {
+	cpu    time.Duration
+	allocs uint64
+}
+
+func now() usage {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return usage{cpu: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), allocs: ms.Mallocs}
 }
 
 // benchLock is one session's lock on one name, of either library.
@@ -89,20 +152,39 @@ func openRecipe(b *testing.B, addr, name string, n int) []benchLock {
 	return out
 }
 
-var benchLibs = []struct {
+type benchLib struct {
 	name string
 	open opener
-}{{"zklock", openZklock}, {"zk.Lock", openRecipe}}
+}
+
+// benchLibs returns the libraries compared, zklock first unless
+// ZKLOCK_BENCH_ORDER=reverse (runs that alternate the order cancel what
+// going first or second costs).
+func benchLibs() []benchLib {
+	libs := []benchLib{{"zklock", openZklock}, {"zk.Lock", openRecipe}}
+	if os.Getenv("ZKLOCK_BENCH_ORDER") == "reverse" {
+		slices.Reverse(libs)
+	}
+	return libs
+}
 
 func BenchmarkUncontended(b *testing.B) {
-	srv := benchServer(b)
-	for _, lib := range benchLibs {
+	addr := benchAddr(b)
+	for _, lib := range benchLibs() {
 		b.Run(lib.name, func(b *testing.B) {
-			l := lib.open(b, srv.Addr(), fmt.Sprintf("uncontended-%d", time.Now().UnixNano()), 1)[0]
+			l := lib.open(b, addr, fmt.Sprintf("uncontended-%d", time.Now().UnixNano()), 1)[0]
 			ctx := context.Background()
+			// One pair first: the directories exist, the connection is warm.
+			if err := l.lock(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := l.unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
 			var waits []time.Duration
-			const window = 5 * time.Second
+			window := benchWindow()
 			b.ResetTimer()
+			p0, u0 := packets(b, addr), now()
 			start := time.Now()
 			for time.Since(start) < window {
 				t0 := time.Now()
@@ -115,28 +197,33 @@ func BenchmarkUncontended(b *testing.B) {
 				waits = append(waits, time.Since(t0))
 			}
 			el := time.Since(start)
+			u1, p1 := now(), packets(b, addr)
+			n := float64(len(waits))
 			slices.Sort(waits)
-			b.ReportMetric(float64(len(waits))/el.Seconds(), "pairs/s")
+			b.ReportMetric(n/el.Seconds(), "pairs/s")
 			b.ReportMetric(float64(waits[len(waits)/2].Microseconds())/1000, "p50_pair_ms")
 			b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "p99_pair_ms")
-			b.ReportMetric(float64(waits[len(waits)-1].Microseconds())/1000, "max_pair_ms")
+			b.ReportMetric(float64(p1-p0-1)/n, "reqs/pair") // -1: the first mntr
+			b.ReportMetric(float64((u1.cpu-u0.cpu).Microseconds())/n, "cpu_us/pair")
+			b.ReportMetric(float64(u1.allocs-u0.allocs)/n, "allocs/pair")
 		})
 	}
 }
 
 func BenchmarkHotKey64(b *testing.B) {
-	srv := benchServer(b)
-	for _, lib := range benchLibs {
+	addr := benchAddr(b)
+	for _, lib := range benchLibs() {
 		b.Run(lib.name, func(b *testing.B) {
 			const clients = 64
-			const window = 5 * time.Second
-			ls := lib.open(b, srv.Addr(), fmt.Sprintf("hot-%d", time.Now().UnixNano()), clients)
+			window := benchWindow()
+			ls := lib.open(b, addr, fmt.Sprintf("hot-%d", time.Now().UnixNano()), clients)
 			ctx := context.Background()
 			var mu sync.Mutex
 			var waits []time.Duration
 			counts := make([]int, clients)
 			var wg sync.WaitGroup
 			b.ResetTimer()
+			p0, u0 := packets(b, addr), now()
 			start := time.Now()
 			end := start.Add(window)
 			for i, l := range ls {
@@ -164,15 +251,19 @@ func BenchmarkHotKey64(b *testing.B) {
 				}()
 			}
 			wg.Wait()
+			u1, p1 := now(), packets(b, addr)
 			slices.Sort(waits)
 			var sum, sq float64
 			for _, c := range counts {
 				sum += float64(c)
 				sq += float64(c) * float64(c)
 			}
-			b.ReportMetric(float64(len(waits))/window.Seconds(), "handoffs/s")
+			n := float64(len(waits))
+			b.ReportMetric(n/window.Seconds(), "handoffs/s")
 			b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "p99_wait_ms")
 			b.ReportMetric(sum*sum/(clients*sq), "jain")
+			b.ReportMetric(float64(p1-p0-1)/n, "reqs/handoff")
+			b.ReportMetric(float64((u1.cpu-u0.cpu).Microseconds())/n, "cpu_us/handoff")
 		})
 	}
 }

@@ -33,6 +33,7 @@ package zklock
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -126,6 +127,8 @@ type Client struct {
 	lostFn  func(*dlock.Lease) // onLost without a user's OnLost, made once
 
 	done      chan struct{}
+	ctx       context.Context // the client's own background calls; cancelled by Close
+	stop      context.CancelFunc
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 	reconn    *reconnects // the connection came back: guards watch again
@@ -160,7 +163,7 @@ func New(conn *zk.Conn, cfg ...Config) (*Client, error) {
 func newClient(conn *zk.Conn, cfg Config) *Client {
 	host, _ := os.Hostname()
 	c := &Client{
-		conn: conn, root: cmp.Or(cfg.Root, DefaultRoot), timeout: cfg.SessionTimeout, acl: cfg.ACL,
+		conn: conn, root: strings.TrimSuffix(cmp.Or(cfg.Root, DefaultRoot), "/"), timeout: cfg.SessionTimeout, acl: cfg.ACL,
 		keeper:   seam.NewKeeper[*node](cfg.Observer, cfg.Logger),
 		done:     make(chan struct{}),
 		live:     make(map[string][]*node),
@@ -173,6 +176,7 @@ func newClient(conn *zk.Conn, cfg Config) *Client {
 	c.meta = strings.ReplaceAll(host, "|", "_") + "|" + strconv.Itoa(os.Getpid())
 	c.label = cfg.Label
 	c.lostFn = c.lostHook(nil)
+	c.ctx, c.stop = context.WithCancel(context.Background())
 	if c.reconn == nil {
 		c.reconn, c.pollState = newReconnects(), true
 	}
@@ -195,6 +199,7 @@ func (c *Client) Close() error {
 		c.mu.Lock() // startGuard adds to c.wg under c.mu unless done is closed
 		close(c.done)
 		c.mu.Unlock()
+		c.stop()
 		c.keeper.Close()
 		c.wg.Wait()
 		if c.owned {

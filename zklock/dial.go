@@ -37,18 +37,19 @@ func Dial(ctx context.Context, servers string, cfg ...Config) (*Client, error) {
 		return nil, fmt.Errorf("%w: no ZooKeeper server given", dlock.ErrInvalidArgument)
 	}
 	neg := &negotiated{ch: make(chan struct{})}
-	conn, events, err := zk.Connect(addrs, asked, zk.WithLogger(neg), zk.WithLogInfo(true))
+	back := newReconnects()
+	// The connection's events are read by a callback on its own goroutine
+	// (the channel, unread, drops them): a watch's event costs no wake-up
+	// of a goroutine of ours.
+	onEvent := func(ev zk.Event) {
+		if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
+			back.signal() // (re)connected: the guards watch again
+		}
+	}
+	conn, _, err := zk.Connect(addrs, asked, zk.WithLogger(neg), zk.WithLogInfo(true), zk.WithEventCallback(onEvent))
 	if err != nil {
 		return nil, fmt.Errorf("dlock: connecting to ZooKeeper at %s: %w", servers, err)
 	}
-	back := newReconnects()
-	go func() { // the event channel is drained so it never fills
-		for ev := range events {
-			if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
-				back.signal() // (re)connected: the guards watch again
-			}
-		}
-	}()
 	select {
 	case <-neg.ch:
 	case <-ctx.Done():

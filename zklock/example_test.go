@@ -68,3 +68,39 @@ func ExampleClient_Semaphore() {
 	}
 	defer l.Unlock(ctx)
 }
+
+// Several names locked as one: every member or none, whatever order the
+// names are given in, with one fencing token.
+func ExampleClient_MultiLock() {
+	ctx := context.Background()
+	c, err := zklock.Dial(ctx, "127.0.0.1:2181")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	l, err := c.MultiLock("account:7", "account:3").Acquire(ctx, dlock.Wait(time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	fmt.Println("both accounts, token", l.Token())
+}
+
+// Who holds a lock and who waits for it, read without taking it (what
+// dlock inspect --backend zookeeper shows).
+func ExampleClient_Inspect() {
+	ctx := context.Background()
+	c, err := zklock.Dial(ctx, "127.0.0.1:2181", zklock.Config{Label: "ops"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	info, err := c.Inspect(ctx, "orders/42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, h := range info.Holders {
+		fmt.Printf("held by %s (%s pid %d) since %v, token %d\n", h.ID, h.Host, h.PID, h.Since, h.Fence)
+	}
+	fmt.Println(len(info.Queue), "waiting")
+}

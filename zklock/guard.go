@@ -1,7 +1,6 @@
 package zklock
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"time"
@@ -11,16 +10,17 @@ import (
 )
 
 // The guard of a held node: one data watch per hold, set when the lock is
-// granted and set again after every reconnection, so a node deleted from
-// outside (an operator's zkCli delete, a force unlock) loses its hold at
-// once (observe.LostDeletedOrTaken) instead of at the next Verify or Unlock.
+// granted (if the hold lives for guardAfter) and set again after every
+// reconnection, so a node deleted from outside (an operator's zkCli
+// delete, a force unlock) loses its hold at once
+// (observe.LostDeletedOrTaken) instead of at the next Verify or Unlock.
 //
 // One watch per hold, not one per lock directory: a node's data watch
 // fires once, when the node is deleted (or its data set), while a
 // directory's child watch fires at every waiter that queues or leaves and
-// each firing costs a listing and a new watch. A hold costs one getData
-// request (sent after Acquire returns: it adds nothing to Acquire's
-// latency), one goroutine (measured with 1000 holds: about 4 KiB of stack
+// each firing costs a listing and a new watch. A hold that lives past
+// guardAfter costs one getData request (sent after Acquire returns: it adds
+// nothing to Acquire's latency), one goroutine (measured with 1000 holds: about 4 KiB of stack
 // and 2 KiB of heap each), the server's watch entry, and after each
 // reconnection one more getData (and one more channel in go-zookeeper's
 // list of watchers of the node, until the node is deleted).
@@ -49,6 +49,22 @@ func (r *reconnects) signal() {
 	defer r.mu.Unlock()
 	close(r.ch)
 	r.ch = make(chan struct{})
+}
+
+// guardAfter is how long a hold lives unwatched: its guard starts then,
+// unless it was released before. A hold released sooner (most are, where
+// a lock is taken per order and released at once) costs no request
+// beyond its create and its delete; a holder whose node is deleted from
+// outside in that time is told at guardAfter plus a round trip.
+const guardAfter = 25 * time.Millisecond
+
+// watchLater starts n's guards in guardAfter (see startGuard).
+func (c *Client) watchLater(n *node) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.gone && n.later == nil {
+		n.later = time.AfterFunc(guardAfter, func() { c.startGuard(n) })
+	}
 }
 
 // startGuard starts n's guards (one per node: a MultiLock has several)
@@ -162,7 +178,7 @@ func (c *Client) watchHeld(n *node, path string) (<-chan zk.Event, observe.LostR
 		ev <-chan zk.Event
 		st *zk.Stat
 	}
-	w, err := call(context.Background(), c, func() (watched, error) {
+	w, err := call(c.ctx, c, func() (watched, error) {
 		// GetW, not ExistsW: on a node that is already gone it sets no
 		// watch (ExistsW would leave a creation watch that never fires).
 		_, st, ev, err := c.conn.GetW(path)

@@ -291,3 +291,69 @@ func TestReentrantConcurrent(t *testing.T) {
 		t.Fatalf("nodes left: %v", got)
 	}
 }
+
+// TestRoot: clients with another Root keep their locks apart (the same
+// name is another lock), "/" is a root like any, and the nodes live where
+// the root says.
+func TestRoot(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	n := lockName(t)
+	def := dial(t, 2*time.Second)
+	held, err := def.Mutex(n).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock(ctx)
+	for _, root := range []string{"/", "/zklock-test/" + strings.ReplaceAll(n, "/", "_")} {
+		c := dial(t, 2*time.Second, Config{Root: root})
+		l, err := c.Mutex(n).Acquire(ctx, dlock.Wait(0))
+		if err != nil {
+			t.Fatalf("root %q: the name held under the default root: %v", root, err)
+		}
+		want := strings.TrimSuffix(root, "/") + "/lock/" + escape(n) + "/" + l.ID()
+		if ok, _, err := def.conn.Exists(want); err != nil || !ok {
+			t.Errorf("root %q: no node at %s (%v)", root, want, err)
+		}
+		if _, err := dial(t, 2*time.Second, Config{Root: root}).Mutex(n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Errorf("root %q: a second client of the root got the lock: %v", root, err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestErrorFormat: every backend writes an error one way: dlock: <op>
+// <shape> "<name>": <reason>.
+func TestErrorFormat(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	a, b := dial(t, 2*time.Second), dial(t, 2*time.Second)
+	n := lockName(t)
+	l, err := a.Mutex(n).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		locker dlock.Locker
+		want   string
+	}{
+		{b.Mutex(n), `dlock: acquire mutex "` + n + `": not acquired`},
+		{b.Lock(n), `dlock: acquire lock "` + n + `": not acquired`},
+		{b.RWLock(n).WriteLock(), `dlock: acquire rw_write "` + n + `": not acquired`},
+		{b.RWLock(n).ReadLock(), `dlock: acquire rw_read "` + n + `": not acquired`},
+		{b.MultiLock(n), `dlock: acquire multi "` + n + `": not acquired`},
+	} {
+		if _, err := tc.locker.Acquire(ctx, dlock.Wait(0)); err == nil || err.Error() != tc.want {
+			t.Errorf("%v, want %s", err, tc.want)
+		}
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err == nil || err.Error() != `dlock: unlock mutex "`+n+`": not held` {
+		t.Errorf("second Unlock: %v", err)
+	}
+	if _, err := b.Semaphore(n, 0).Acquire(ctx); err == nil || !strings.HasPrefix(err.Error(), `dlock: acquire semaphore "`+n+`": invalid argument: 0 permits`) {
+		t.Errorf("0 permits: %v", err)
+	}
+}

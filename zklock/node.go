@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +39,7 @@ type node struct {
 	mu       sync.Mutex
 	gone     bool // released, or found lost
 	leaseEnd *time.Timer
+	later    *time.Timer       // starts the guards (watchLater)
 	stop     chan struct{}     // closed when gone: the guards' end (nil: not guarded)
 	hold     *seam.Hold[*node] // its hold, once the Keeper has it
 }
@@ -62,6 +62,9 @@ func (n *node) end() (was bool) {
 	}
 	if n.leaseEnd != nil {
 		n.leaseEnd.Stop()
+	}
+	if n.later != nil {
+		n.later.Stop()
 	}
 	return was
 }
@@ -104,10 +107,16 @@ func parseMember(name string) (member, bool) {
 	if len(name) < 14 || name[1] != '-' {
 		return member{}, false
 	}
-	i := strings.LastIndexByte(name, '-')
-	seq, err := strconv.ParseInt(name[i+1:], 10, 64)
-	if err != nil || i < 2 {
+	i := len(name)
+	for i > 2 && name[i-1] >= '0' && name[i-1] <= '9' {
+		i--
+	}
+	if i < 3 || i == len(name) || len(name)-i > 18 || name[i-1] != '-' {
 		return member{}, false
+	}
+	var seq int64
+	for _, d := range name[i:] {
+		seq = seq*10 + int64(d-'0')
 	}
 	return member{name: name, kind: name[0], seq: seq}, true
 }
@@ -132,8 +141,14 @@ func retryable(err error) bool {
 
 // call runs f, a blocking go-zookeeper request, and returns its result or,
 // if ctx ends or the client closes first, ctx's error (errClosed). f goes on
-// in the background; its result is then dropped.
+// in the background; its result is then dropped. With a ctx that cannot
+// end (context.Background) f runs on the caller's goroutine, which then
+// waits for ZooKeeper's answer (or the connection's loss) even after
+// Close: the client's own background calls use c.ctx, which Close ends.
 func call[T any](ctx context.Context, c *Client, f func() (T, error)) (T, error) {
+	if ctx.Done() == nil {
+		return f()
+	}
 	type result struct {
 		v   T
 		err error
@@ -148,6 +163,9 @@ func call[T any](ctx context.Context, c *Client, f func() (T, error)) (T, error)
 		return r.v, r.err
 	case <-ctx.Done():
 		var zero T
+		if ctx == c.ctx {
+			return zero, errClosed
+		}
 		return zero, ctx.Err()
 	case <-c.done:
 		var zero T
@@ -159,12 +177,18 @@ func call[T any](ctx context.Context, c *Client, f func() (T, error)) (T, error)
 type created struct {
 	paths []string // one per directory
 	czxid int64
+	// alone[i] says the node in directory i was its only child when it was
+	// made (the directory's numChildren was 1 after the transaction): it
+	// is first in line, and granted without a listing.
+	alone []bool
+	sent  time.Time // when the transaction was sent (zero: not known)
 }
 
 // create makes the attempt's ephemeral sequential node in each of dirs, in
 // one transaction, and returns them, with their czxid (the creates and a
 // touch of each directory are one transaction, so the directories' mzxid
-// is the nodes' czxid) and the session they belong to. A create whose
+// is the nodes' czxid; the touch's reply also says how many children each
+// directory has) and the session they belong to. A create whose
 // reply was lost is looked for by its attempt id and adopted, never left
 // behind; a missing directory is created. If ctx ends first, whatever the
 // create made is deleted in the background.
@@ -172,17 +196,21 @@ func (c *Client) create(ctx context.Context, dirs []string, kind byte, attempt s
 	prefix := string(kind) + "-" + attempt + "-"
 	backoff := 20 * time.Millisecond
 	for {
-		res := make(chan createResult, 1)
-		go func() { res <- c.createOnce(dirs, prefix, data) }()
 		var r createResult
-		select {
-		case r = <-res:
-		case <-ctx.Done():
-			c.abandon(res, dirs, attempt)
-			return created{}, 0, ctx.Err()
-		case <-c.done:
-			c.abandon(res, dirs, attempt)
-			return created{}, 0, errClosed
+		if ctx.Done() == nil { // nothing to abandon it for (see call)
+			r = c.createOnce(dirs, prefix, data)
+		} else {
+			res := make(chan createResult, 1)
+			go func() { res <- c.createOnce(dirs, prefix, data) }()
+			select {
+			case r = <-res:
+			case <-ctx.Done():
+				c.abandon(res, dirs, attempt)
+				return created{}, 0, ctx.Err()
+			case <-c.done:
+				c.abandon(res, dirs, attempt)
+				return created{}, 0, errClosed
+			}
 		}
 		switch {
 		case r.err == nil:
@@ -230,6 +258,7 @@ func (c *Client) createOnce(dirs []string, prefix string, data []byte) createRes
 			&zk.CreateRequest{Path: dir + "/" + prefix, Data: data, Acl: c.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
 			&zk.SetDataRequest{Path: dir, Data: nil, Version: -1})
 	}
+	sent := time.Now()
 	rs, err := c.conn.Multi(ops...)
 	sid := c.conn.SessionID()
 	failed := 0
@@ -248,13 +277,14 @@ func (c *Client) createOnce(dirs []string, prefix string, data []byte) createRes
 	if len(rs) != len(ops) {
 		return createResult{err: errors.New("malformed multi reply")}
 	}
-	got := created{paths: make([]string, len(dirs))}
+	got := created{paths: make([]string, len(dirs)), alone: make([]bool, len(dirs)), sent: sent}
 	for i := range dirs {
 		if rs[2*i].String == "" || rs[2*i+1].Stat == nil {
 			return createResult{err: errors.New("malformed multi reply")}
 		}
 		got.paths[i] = rs[2*i].String
 		got.czxid = rs[2*i+1].Stat.Mzxid
+		got.alone[i] = rs[2*i+1].Stat.NumChildren == 1
 	}
 	return createResult{created: got, sid: sid}
 }

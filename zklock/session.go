@@ -1,7 +1,6 @@
 package zklock
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"time"
@@ -188,7 +187,7 @@ func (c *Client) beat() bool {
 		return false
 	}
 	sent := time.Now()
-	_, err := call(context.Background(), c, func() (bool, error) {
+	_, err := call(c.ctx, c, func() (bool, error) {
 		ok, _, err := c.conn.Exists("/")
 		return ok, err
 	})
