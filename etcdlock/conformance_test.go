@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/dlocktest"
+	"github.com/dlockgo/dlock/internal/etcdproc"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -26,8 +27,28 @@ func TestConformance(t *testing.T) {
 				Semaphore: func(name string, permits int) dlock.Locker {
 					return c.Semaphore(name, permits)
 				},
-				Close: c.Close,
+				MultiLock: func(names ...string) dlock.Locker { return c.MultiLock(names...) },
+				Close:     c.Close,
 			}
+		},
+		// A waiting key moves to a lease of its own of QueueTimeout (1 s,
+		// etcd's shortest with FastElection) when that is shorter than the
+		// session's TTL (2 s here, 10 s for the cut-off client).
+		QueueTimeout: time.Second,
+		NewCutClient: func(t testing.TB) (dlocktest.Client, func()) {
+			p, err := etcdproc.NewProxy(server.Members[0].ClientAddr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Close() })
+			c := newClientOn(t, etcdClient(t, p.Endpoint()), Config{TTL: 10 * time.Second})
+			return dlocktest.Client{
+				Mutex: func(name string) dlock.Locker { return c.Mutex(name) },
+				Lock:  func(name string) dlock.Locker { return c.Lock(name) },
+				Read:  func(name string) dlock.Locker { return c.RWLock(name).ReadLock() },
+				Write: func(name string) dlock.Locker { return c.RWLock(name).WriteLock() },
+				Close: c.Close,
+			}, p.Cut
 		},
 		Renewal: 2 * time.Second,
 		Lease:   1500 * time.Millisecond,

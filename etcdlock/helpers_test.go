@@ -56,7 +56,8 @@ func awaitKeys(t testing.TB, cli *clientv3.Client, dir string, what string, ok f
 	}
 }
 
-// leaseAlive reports whether etcd still has lease id.
+// leaseAlive reports whether etcd still has lease id (its TTL in whole
+// seconds is 0 in its last second, -1 once it is gone).
 func leaseAlive(t testing.TB, cli *clientv3.Client, id clientv3.LeaseID) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -65,7 +66,7 @@ func leaseAlive(t testing.TB, cli *clientv3.Client, id clientv3.LeaseID) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.TTL > 0
+	return resp.TTL >= 0
 }
 
 func revoke(t testing.TB, cli *clientv3.Client, id clientv3.LeaseID) {

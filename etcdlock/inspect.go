@@ -35,14 +35,15 @@ var inspected = []string{"mutex", "lock", "rw", "semaphore"}
 //     written: when its holder queued, or when it was granted after
 //     waiting with QueueTimeout); Count is 1 (re-entries are counted by
 //     the holding Client, not in etcd); Fence is the key's create revision;
-//     TTL the remaining TTL of the key's lease.
+//     TTL the remaining TTL of the key's lease, in whole seconds rounded
+//     up (etcd counts lease TTLs in seconds).
 //   - TTL: the lease of the holder of a Mutex, a Lock or an RWLock's
 //     writer; -1 for readers and permits, which have their own (and when
 //     free).
 //   - Queue: every key that waits, in arrival order, with Mode "write" or
 //     "read" for an RWLock. Deadline is the remaining TTL of a waiter's own
-//     lease (QueueTimeout), or -1 when its place lives as long as its
-//     session.
+//     lease (QueueTimeout, rounded up like TTL), or -1 when its place lives
+//     as long as its session.
 //   - Permits: a Semaphore's count, as its holders wrote it.
 //   - LastFence: the greatest token among the holders (etcd keeps no
 //     counter: 0 when free; every later grant's token is greater anyway).
@@ -172,7 +173,13 @@ func (c *Client) leaseTTLs(ctx context.Context, kvs []*mvccpb.KeyValue) (map[int
 		if err != nil {
 			return nil, err
 		}
-		ttls[kv.Lease] = time.Duration(r.TTL) * time.Second
+		// etcd answers whole seconds, rounded down: the lease ends within
+		// TTL + 1 s (and within the TTL it was granted).
+		ttl := time.Duration(0)
+		if r.TTL >= 0 {
+			ttl = time.Duration(min(r.TTL+1, max(r.GrantedTTL, r.TTL))) * time.Second
+		}
+		ttls[kv.Lease] = ttl
 	}
 	return ttls, nil
 }

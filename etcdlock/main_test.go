@@ -21,7 +21,9 @@ func TestMain(m *testing.M) {
 		holderProcess(spec)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	c, err := etcdproc.Start(ctx, etcdproc.Options{})
+	// FastElection: etcd's shortest lease TTL is 1 s then (1.5 election
+	// timeouts, rounded up), so that a QueueTimeout of 1 s is honoured.
+	c, err := etcdproc.Start(ctx, etcdproc.Options{FastElection: true})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "etcdlock tests need a real etcd:", err)
@@ -57,7 +59,13 @@ func etcdClient(t testing.TB, endpoints ...string) *clientv3.Client {
 // newClient returns a Client on its own etcd client, closed at t's cleanup.
 func newClient(t testing.TB, cfg ...Config) *Client {
 	t.Helper()
-	c, err := New(etcdClient(t), cfg...)
+	return newClientOn(t, etcdClient(t), cfg...)
+}
+
+// newClientOn returns a Client on cli, closed at t's cleanup.
+func newClientOn(t testing.TB, cli *clientv3.Client, cfg ...Config) *Client {
+	t.Helper()
+	c, err := New(cli, cfg...)
 	if err != nil {
 		t.Fatal(err)
 	}

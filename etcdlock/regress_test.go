@@ -159,6 +159,18 @@ func TestFailedUnlockIsRetried(t *testing.T) {
 	if err := got.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The name of a key whose release went unanswered is never used again
+	// by its Client (a delete etcd applied late must find nobody's key).
+	again, err := a.Mutex(n).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ID() == l.ID() {
+		t.Errorf("the key name %s was reused after its release went unanswered", l.ID())
+	}
+	if err := again.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // etcd-io/etcd#16221 (recipe.RWMutex): a waiting writer whose lease is
