@@ -10,11 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+
 	dl "github.com/dlockgo/dlock" // dl: "dlock" is taken by the tests' helper
 	"github.com/dlockgo/dlock/cmd/dlock/backend"
 	"github.com/dlockgo/dlock/cmd/dlock/table"
-	"github.com/redis/go-redis/v9"
-	"github.com/spf13/cobra"
+	"github.com/dlockgo/dlock/seam"
 )
 
 // defaultAdminRedis is the server inspect and unlock talk to without
@@ -36,7 +38,7 @@ type adminFlags struct {
 func (f *adminFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.redis, "redis", defaultAdminRedis, "Redis URL (redis:// or rediss://host:port/db)")
 	c.Flags().BoolVar(&f.cluster, "cluster", false, "the URL names a Redis Cluster node (more seeds: ?addr=host:port&addr=...)")
-	c.Flags().StringVar(&f.prefix, "prefix", dl.DefaultPrefix, "key prefix of the locks (dl.WithPrefix)")
+	c.Flags().StringVar(&f.prefix, "prefix", dl.DefaultPrefix, "key prefix of the locks (dlock.Config.Prefix)")
 	c.Flags().BoolVar(&f.json, "json", false, "print JSON: snake_case keys, durations in ms (ttl_ms; -1: no TTL), times in RFC 3339, [] when empty")
 }
 
@@ -65,7 +67,7 @@ func (f *adminFlags) open(c *cobra.Command) (locks *dl.Client, done func(), err 
 		_ = rdb.Close()
 		return nil, nil, err
 	}
-	locks, err = dl.New(rdb, dl.WithPrefix(f.prefix))
+	locks, err = dl.New(rdb, dl.Config{Prefix: f.prefix})
 	if err != nil {
 		_ = rdb.Close()
 		return nil, nil, usagef("--prefix %q: %v", f.prefix, err)
@@ -154,12 +156,12 @@ func writeJSON(w io.Writer, v any) error {
 	return e.Encode(jsonView(reflect.ValueOf(v)))
 }
 
-// The fields of dl.Info that printInfo lays out itself; any other field
+// The fields of seam.Info that printInfo lays out itself; any other field
 // (queues, readers, permits, ...) is printed generically after them.
 var knownInfoFields = map[string]bool{"Name": true, "Shape": true, "Held": true, "Holders": true, "TTL": true, "LastFence": true}
 
 // printInfo prints one lock for people.
-func printInfo(w io.Writer, info dl.Info, now time.Time) {
+func printInfo(w io.Writer, info seam.Info, now time.Time) {
 	var t table.Table
 	add := func(name, value string) { t.Rows = append(t.Rows, []string{name, value}) }
 	add("lock", info.Name)
@@ -202,29 +204,29 @@ func printInfo(w io.Writer, info dl.Info, now time.Time) {
 }
 
 // printList prints held locks, oldest first, one line each.
-func printList(w io.Writer, infos []dl.Info, total int, now time.Time) {
+func printList(w io.Writer, infos []seam.Info, total int, now time.Time) {
 	if total == 0 {
 		fmt.Fprintln(w, "no held locks match")
 		return
 	}
-	_ = table.Of([]table.Column[dl.Info]{
-		table.Col("NAME", func(i dl.Info) string { return i.Name }),
-		table.Col("SHAPE", func(i dl.Info) string { return i.Shape }),
-		table.Col("AGE", func(i dl.Info) string {
+	_ = table.Of([]table.Column[seam.Info]{
+		table.Col("NAME", func(i seam.Info) string { return i.Name }),
+		table.Col("SHAPE", func(i seam.Info) string { return i.Shape }),
+		table.Col("AGE", func(i seam.Info) string {
 			if len(i.Holders) == 0 || i.Holders[0].Since.IsZero() {
 				return "-"
 			}
 			return now.Sub(i.Holders[0].Since).Round(time.Millisecond).String()
 		}),
-		table.Col("TTL", func(i dl.Info) string { return formatTTL(i.TTL) }),
-		table.Col("HOLDERS", func(i dl.Info) string { return strconv.Itoa(len(i.Holders)) }),
-		table.Col("TOKEN", func(i dl.Info) string {
+		table.Col("TTL", func(i seam.Info) string { return formatTTL(i.TTL) }),
+		table.Col("HOLDERS", func(i seam.Info) string { return strconv.Itoa(len(i.Holders)) }),
+		table.Col("TOKEN", func(i seam.Info) string {
 			if len(i.Holders) == 0 {
 				return "-"
 			}
 			return strconv.FormatInt(i.Holders[0].Fence, 10)
 		}),
-		table.Col("HOLDER", func(i dl.Info) string {
+		table.Col("HOLDER", func(i seam.Info) string {
 			if len(i.Holders) == 0 {
 				return "-"
 			}

@@ -13,6 +13,7 @@ import (
 
 	dl "github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/redistest"
+	"github.com/dlockgo/dlock/seam"
 )
 
 // lockServer starts a redis-server and returns its URL and a dlock Client
@@ -20,7 +21,7 @@ import (
 func lockServer(t *testing.T) (string, *dl.Client) {
 	t.Helper()
 	srv := redistest.Start(t)
-	c, err := dl.New(redistest.Client(t, srv), dl.WithLabel("cli-test"))
+	c, err := dl.New(redistest.Client(t, srv), dl.Config{Label: "cli-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,9 +151,9 @@ func TestPrintTableGeneric(t *testing.T) {
 		t.Fatalf("a column no row sets is shown:\n%s", out)
 	}
 
-	// Fields another shape adds to dl.Info (a queue, readers, ...): a
+	// Fields another shape adds to seam.Info (a queue, readers, ...): a
 	// non-empty slice of structs is printed as a table, an empty one not.
-	info := dl.Info{Name: "x", Shape: "fair", Held: true}
+	info := seam.Info{Name: "x", Shape: "fair", Held: true}
 	iv := reflect.ValueOf(&info).Elem()
 	extra := ""
 	for _, sf := range reflect.VisibleFields(iv.Type()) {
@@ -179,7 +180,7 @@ func TestPrintTableGeneric(t *testing.T) {
 		t.Fatalf("extra field %q not printed:\n%s", extra, b.String())
 	}
 	b.Reset()
-	printInfo(&b, dl.Info{Name: "y", Shape: "lock", Held: true}, now)
+	printInfo(&b, seam.Info{Name: "y", Shape: "lock", Held: true}, now)
 	if strings.Contains(b.String(), "(0):") {
 		t.Fatalf("empty tables printed:\n%s", b.String())
 	}

@@ -14,12 +14,13 @@ import (
 	"syscall"
 	"time"
 
-	dl "github.com/dlockgo/dlock" // dl: "dlock" is taken by the tests' helper
-	"github.com/dlockgo/dlock/cmd/dlock/backend"
-	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
+
+	dl "github.com/dlockgo/dlock" // dl: "dlock" is taken by the tests' helper
+	"github.com/dlockgo/dlock/cmd/dlock/backend"
+	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 )
 
 // serveConfig is the command line of dlock serve.
@@ -165,7 +166,7 @@ func runServe(ctx context.Context, cfg serveConfig, out, errOut io.Writer) error
 	if err != nil {
 		return err
 	}
-	locks, err := dl.New(rdb, dl.WithLabel("dlock serve "+cfg.listen), dl.WithObserver(obs))
+	locks, err := dl.New(rdb, dl.Config{Label: "dlock serve " + cfg.listen, Observer: obs})
 	if err != nil {
 		return err
 	}

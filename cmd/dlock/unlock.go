@@ -8,8 +8,11 @@ import (
 	"strings"
 	"time"
 
-	dl "github.com/dlockgo/dlock" // dl: "dlock" is taken by the tests' helper
+	"github.com/dlockgo/dlock/seam"
+
 	"github.com/spf13/cobra"
+
+	dl "github.com/dlockgo/dlock" // dl: "dlock" is taken by the tests' helper
 )
 
 // errAborted: the operator did not confirm.
@@ -57,7 +60,7 @@ func newUnlockCmd() *cobra.Command {
 			case !info.Held:
 				fmt.Fprintf(msgs, "lock %q is not held: nothing to unlock\n", name)
 				if f.json {
-					return writeJSON(c.OutOrStdout(), dl.Removal{Info: info, Keys: []string{}})
+					return writeJSON(c.OutOrStdout(), seam.Removal{Info: info, Keys: []string{}})
 				}
 				return nil
 			default:
@@ -107,7 +110,7 @@ func confirm(r io.Reader, w io.Writer, question string) (bool, error) {
 	return false, nil
 }
 
-func printRemoval(w io.Writer, r dl.Removal) {
+func printRemoval(w io.Writer, r seam.Removal) {
 	if len(r.Keys) == 0 {
 		fmt.Fprintf(w, "\nnothing removed: %q was freed meanwhile\n", r.Info.Name)
 		return

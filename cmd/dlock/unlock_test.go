@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	dl "github.com/dlockgo/dlock"
 	"github.com/redis/go-redis/v9"
+
+	dl "github.com/dlockgo/dlock"
 )
 
 // dlockIn runs the command with stdin and returns its exit code and output.
@@ -104,7 +105,7 @@ func TestUnlockForce(t *testing.T) {
 // --prefix selects another application's locks.
 func TestUnlockPrefix(t *testing.T) {
 	url, c := lockServer(t)
-	other, err := dl.New(redisOf(t, url), dl.WithPrefix("shop:"))
+	other, err := dl.New(redisOf(t, url), dl.Config{Prefix: "shop:"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/dlockgo/dlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dlockgo/dlock"
 )
 
 // Dlock returns dlock's rows: each lock shape with the library's defaults
@@ -37,12 +38,9 @@ type dlockInst struct {
 
 func openDlock(env Env, clients int, shape func(*dlock.Client, string) dlock.Locker) (Instance, error) {
 	d := &dlockInst{rdbs: goRedisClients(env.Redis[0], clients), shape: shape, opts: []dlock.Option{dlock.Wait(env.Wait)}}
-	var copts []dlock.ClientOption
-	if env.Lease > 0 {
-		copts = append(copts, dlock.WithWatchdogTimeout(env.Lease))
-	}
+	cfg := dlock.Config{WatchdogTimeout: env.Lease}
 	for _, rdb := range d.rdbs {
-		c, err := dlock.New(rdb, copts...)
+		c, err := dlock.New(rdb, cfg)
 		if err != nil {
 			d.Close()
 			return nil, err
@@ -118,16 +116,13 @@ type dlockRedLockInst struct {
 
 func openDlockRedLock(env Env, clients int) (Instance, error) {
 	d := &dlockRedLockInst{opts: []dlock.Option{dlock.Wait(env.Wait)}}
-	var copts []dlock.ClientOption
-	if env.Lease > 0 {
-		copts = append(copts, dlock.WithWatchdogTimeout(env.Lease))
-	}
+	cfg := dlock.Config{WatchdogTimeout: env.Lease}
 	for range clients {
 		var set []*dlock.Client
 		for _, a := range env.Redis {
 			rdb := redis.NewClient(&redis.Options{Addr: a})
 			d.rdbs = append(d.rdbs, rdb)
-			c, err := dlock.New(rdb, copts...)
+			c, err := dlock.New(rdb, cfg)
 			if err != nil {
 				d.Close()
 				return nil, err

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dlockgo/dlock"
-	"github.com/dlockgo/dlock/etcdlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/etcdlock"
 )
 
 // EtcdLock returns dlock's rows on etcd: etcdlock's Mutex and reentrant
@@ -39,9 +40,9 @@ type etcdLockInst struct {
 
 func openEtcdLock(env Env, clients int, shape func(*etcdlock.Client, string) dlock.Locker) (Instance, error) {
 	e := &etcdLockInst{shape: shape, opts: []dlock.Option{dlock.Wait(env.Wait)}}
-	var copts []etcdlock.Option
+	var cfg etcdlock.Config
 	if env.Lease >= time.Second {
-		copts = append(copts, etcdlock.WithTTL(env.Lease))
+		cfg.TTL = env.Lease
 	}
 	for range clients {
 		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{env.Etcd}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
@@ -50,7 +51,7 @@ func openEtcdLock(env Env, clients int, shape func(*etcdlock.Client, string) dlo
 			return nil, err
 		}
 		e.clis = append(e.clis, cli)
-		c, err := etcdlock.New(cli, copts...)
+		c, err := etcdlock.New(cli, cfg)
 		if err != nil {
 			e.Close()
 			return nil, err

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/zklock"
-	"github.com/go-zookeeper/zk"
 )
 
 // zkSession is the session timeout both ZooKeeper rows ask for.
@@ -39,7 +40,7 @@ type zklockInst struct {
 func openZklock(ctx context.Context, addrs string, env Env, clients int) (Instance, error) {
 	z := &zklockInst{wait: env.Wait}
 	for range clients {
-		c, err := zklock.Dial(ctx, addrs, zkSession)
+		c, err := zklock.Dial(ctx, addrs, zklock.Config{SessionTimeout: zkSession})
 		if err != nil {
 			z.Close()
 			return nil, err

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlockgo/dlock/observe"
+
 	"github.com/dlockgo/dlock"
 )
 
@@ -41,7 +43,7 @@ type ClientOptions struct {
 	// it (Redis's Inspect).
 	Label string
 	// Observer receives the client's lock events; nil for none.
-	Observer dlock.Observer
+	Observer observe.Observer
 	// Session is how long the service keeps the client's renewed locks
 	// without a sign of life: the watchdog timeout on Redis, the session
 	// lease's TTL on etcd, the session timeout on ZooKeeper (each server

@@ -7,11 +7,12 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/etcdlock"
 	"github.com/dlockgo/dlock/internal/etcdproc"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 const (
@@ -62,11 +63,7 @@ func openEtcd(ctx context.Context, addr string) (*Backend, error) {
 		if err != nil {
 			return nil, err
 		}
-		opts := []etcdlock.Option{etcdlock.WithTTL(max(ttl, etcdMinSession))}
-		if o.Observer != nil {
-			opts = append(opts, etcdlock.WithObserver(o.Observer))
-		}
-		c, err := etcdlock.New(cli, opts...)
+		c, err := etcdlock.New(cli, etcdlock.Config{TTL: max(ttl, etcdMinSession), Observer: o.Observer, Label: o.Label})
 		if err != nil {
 			cli.Close()
 			return nil, err

@@ -8,9 +8,10 @@ import (
 	"os/exec"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/redisproc"
-	"github.com/redis/go-redis/v9"
 )
 
 // openRedis opens the Redis at url, or the embedded default.
@@ -101,14 +102,7 @@ func newRedisClient(url string, o ClientOptions) (Client, error) {
 		return nil, err
 	}
 	rdb := redis.NewClient(ro)
-	opts := []dlock.ClientOption{dlock.WithLabel(o.Label)}
-	if o.Observer != nil {
-		opts = append(opts, dlock.WithObserver(o.Observer))
-	}
-	if o.Session > 0 {
-		opts = append(opts, dlock.WithWatchdogTimeout(o.Session))
-	}
-	locks, err := dlock.New(rdb, opts...)
+	locks, err := dlock.New(rdb, dlock.Config{Label: o.Label, Observer: o.Observer, WatchdogTimeout: o.Session})
 	if err != nil {
 		rdb.Close()
 		return nil, err

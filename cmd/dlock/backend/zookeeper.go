@@ -30,7 +30,7 @@ func openZooKeeper(ctx context.Context, addr string) (*Backend, error) {
 		b.Addr = strings.Join(addrs, ",")
 		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 		defer cancel()
-		c, err := zklock.Dial(pctx, b.Addr, zkSession)
+		c, err := zklock.Dial(pctx, b.Addr, zklock.Config{SessionTimeout: zkSession})
 		if err != nil {
 			return nil, fmt.Errorf("zookeeper %s: %w: %v", b.Addr, ErrUnreachable, err)
 		}
@@ -50,13 +50,9 @@ func openZooKeeper(ctx context.Context, addr string) (*Backend, error) {
 		if session == 0 {
 			session = zkSession
 		}
-		var opts []zklock.Option
-		if o.Observer != nil {
-			opts = append(opts, zklock.WithObserver(o.Observer))
-		}
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		c, err := zklock.Dial(dctx, servers, session, opts...)
+		c, err := zklock.Dial(dctx, servers, zklock.Config{SessionTimeout: session, Observer: o.Observer, Label: o.Label})
 		if err != nil {
 			return nil, err
 		}

@@ -11,10 +11,11 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/cmd/dlock/table"
 	"github.com/dlockgo/dlock/internal/redisproc"
-	"github.com/redis/go-redis/v9"
 )
 
 // Failover modes.
@@ -251,7 +252,7 @@ func failoverRun(ctx context.Context, o FailoverOptions, run int, mode string) (
 				DialTimeout: 300 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, MaxRetries: -1})
 		}
 		defer rdb.Close()
-		c, err := dlock.New(rdb, dlock.WithLabel("worker-"+strconv.Itoa(w)))
+		c, err := dlock.New(rdb, dlock.Config{Label: "worker-" + strconv.Itoa(w)})
 		if err != nil {
 			return r, nil, nil, err
 		}

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dlockgo/dlock/observe"
+
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/cmd/dlock/backend"
 )
@@ -181,10 +183,10 @@ func errText(err error) string {
 // renewalCounter is an Observer that counts successful renewals.
 type renewalCounter struct{ n atomic.Int64 }
 
-func (c *renewalCounter) ObserveAcquire(dlock.AcquireEvent) {}
-func (c *renewalCounter) ObserveRelease(dlock.ReleaseEvent) {}
-func (c *renewalCounter) ObserveLost(dlock.LostEvent)       {}
-func (c *renewalCounter) ObserveRenewal(e dlock.RenewalEvent) {
+func (c *renewalCounter) ObserveAcquire(observe.AcquireEvent) {}
+func (c *renewalCounter) ObserveRelease(observe.ReleaseEvent) {}
+func (c *renewalCounter) ObserveLost(observe.LostEvent)       {}
+func (c *renewalCounter) ObserveRenewal(e observe.RenewalEvent) {
 	if e.OK {
 		c.n.Add(1)
 	}

@@ -7,9 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/cmd/dlock/backend"
-	"github.com/redis/go-redis/v9"
 )
 
 // MisdeleteResult is what the misdelete drill (000 §3.1) measured.
@@ -91,12 +92,12 @@ func Misdelete(ctx context.Context, r *backend.Backend, lease time.Duration) (*M
 	res.Naive = tl.Events()
 
 	// Safe: dlock's Mutex, Lua compare-and-delete.
-	ca, err := dlock.New(rdb, dlock.WithLabel("A"))
+	ca, err := dlock.New(rdb, dlock.Config{Label: "A"})
 	if err != nil {
 		return nil, err
 	}
 	defer ca.Close()
-	cb, err := dlock.New(rdb, dlock.WithLabel("B"))
+	cb, err := dlock.New(rdb, dlock.Config{Label: "B"})
 	if err != nil {
 		return nil, err
 	}

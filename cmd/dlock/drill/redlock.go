@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/dlockgo/dlock/internal/freeport"
 	"time"
+
+	"github.com/dlockgo/dlock/internal/freeport"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/fence"
 	"github.com/dlockgo/dlock/internal/redisproc"
-	"github.com/redis/go-redis/v9"
 )
 
 // RedLockResult is what the redlock drill (000 §2.8) measured.
@@ -63,7 +65,7 @@ func RedLock(ctx context.Context, lease time.Duration) (*RedLockResult, error) {
 	lane := fmt.Sprintf("RedLock on %d masters", n)
 	mk := func(addr, label string) (*dlock.Client, func(), error) {
 		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
-		c, err := dlock.New(rdb, dlock.WithLabel(label))
+		c, err := dlock.New(rdb, dlock.Config{Label: label})
 		if err != nil {
 			rdb.Close()
 			return nil, nil, err

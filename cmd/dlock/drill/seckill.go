@@ -13,11 +13,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dlockgo/dlock/observe"
+
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/cmd/dlock/backend"
 	"github.com/dlockgo/dlock/cmd/dlock/inventory"
 	"github.com/dlockgo/dlock/cmd/dlock/table"
-	"github.com/redis/go-redis/v9"
 )
 
 // SeckillOptions configure a flash sale.
@@ -38,7 +41,7 @@ type SeckillOptions struct {
 	DSN        string   // database; "" is SQLite in a temp dir
 	Seed       uint64   // seeds which replica serves which buyer
 	// Observer, when set, is given to every replica's lock client (metrics).
-	Observer dlock.Observer
+	Observer observe.Observer
 	// Locks, when set, is the lock service of the lock and fenced
 	// strategies (etcd, ZooKeeper); nil: the Redis.
 	Locks *backend.Backend
@@ -200,11 +203,7 @@ func sale(ctx context.Context, r *backend.Backend, dsn, name, sku string, o Seck
 		}
 		p := &replica{rdb: rdb}
 		reps[i] = p
-		opts := []dlock.ClientOption{dlock.WithLabel(fmt.Sprintf("replica-%d", i))}
-		if o.Observer != nil {
-			opts = append(opts, dlock.WithObserver(o.Observer))
-		}
-		if p.locks, err = dlock.New(rdb, opts...); err != nil {
+		if p.locks, err = dlock.New(rdb, dlock.Config{Label: fmt.Sprintf("replica-%d", i), Observer: o.Observer}); err != nil {
 			return row, err
 		}
 		if p.store, err = inventory.Open(ctx, dsn); err != nil {
