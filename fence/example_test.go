@@ -8,8 +8,31 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/dlockgo/dlock/fence"
+	"github.com/dlockgo/dlock/fence/pgxfence"
 )
+
+// fencedDeduct is the fenced deduction of docs/INVENTORY.md, with
+// database/sql, or with pgx when pgxTx is not nil; token is the
+// lease's Lease.Token().
+func fencedDeduct(ctx context.Context, tx *sql.Tx, pgxTx pgx.Tx, token int64, sku string, n int) error {
+	deduct := fence.Update{Table: "stock", Key: "sku", Set: "qty = qty - $1", Where: "qty >= $1"}
+	var err error
+	if pgxTx == nil {
+		err = deduct.Exec(ctx, tx, token, sku, n) // database/sql: *sql.DB, *sql.Tx, *sql.Conn
+	} else {
+		err = pgxfence.Exec(ctx, pgxTx, deduct, token, sku, n) // pgx: *pgx.Conn, *pgxpool.Pool, pgx.Tx
+	}
+	switch {
+	case err == nil: // written
+	case errors.Is(err, fence.ErrStale): // a newer holder wrote: you lost the lock; roll back
+	case errors.Is(err, fence.ErrCondition): // token current, business condition false (sold out)
+	case errors.Is(err, fence.ErrNoRow): // no such row
+	}
+	return err
+}
 
 // A stock row keeps the last token that wrote it. A holder whose lock
 // expired (token 33) is rejected once the next holder (token 34) wrote,
