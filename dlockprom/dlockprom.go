@@ -14,7 +14,7 @@
 //	dlock_acquire_wait_seconds         histogram  time successful Acquire calls took (waiting included)
 //	dlock_hold_seconds                 histogram  time from grant to Unlock, every Unlock
 //	dlock_hold_lease_ratio             histogram  hold time / fixed lease, Unlocks of fixed leases
-//	dlock_lost_total{reason}           counter    holds lost: expired, deleted_or_taken, unreachable, closed
+//	dlock_lost_total{reason}           counter    holds lost: expired, deleted_or_taken, unreachable, max_hold, closed
 //	dlock_unlock_found_lost_total      counter    Unlocks that found the lock lost (an incident)
 //	dlock_renewals_total               counter    successful watchdog renewals
 //	dlock_renewal_failures_total       counter    failed watchdog renewals (not yet a loss)
@@ -183,7 +183,7 @@ func New(opts ...Option) (*Observer, error) {
 		hold:    histogram("hold_seconds", "Time from grant to Unlock, observed at every Unlock (also one that found the lock lost).", holdBuckets),
 		ratio: histogram("hold_lease_ratio", "Hold time divided by the fixed lease, at Unlock of a fixed lease; "+
 			"a P99 near 1 means the lease is too short.", ratioBuckets),
-		lost:      counter("lost_total", "Holds lost while held, by reason (expired, deleted_or_taken, unreachable, closed): any is an incident.", "reason"),
+		lost:      counter("lost_total", "Holds lost while held, by reason (expired, deleted_or_taken, unreachable, max_hold, closed): any is an incident.", "reason"),
 		foundLost: counter("unlock_found_lost_total", "Unlocks that found the lock no longer ours: the section ran without exclusivity."),
 		renewals:  counter("renewals_total", "Successful watchdog renewals."),
 		renewalFailures: counter("renewal_failures_total", "Watchdog renewals that failed (Redis error or timeout); "+
