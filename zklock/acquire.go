@@ -127,11 +127,16 @@ func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (
 		}
 		key = r.shape + "\x00" + r.name + "\x00" + r.owner
 	}
+	var until time.Time // the end of the wait; zero: until ctx is done
+	if o.Wait >= 0 {
+		until = start.Add(o.Wait)
+	}
 	if r.reentrant && r.carried {
 		// One acquisition per owner and key at a time: a second one of the
 		// same owner re-enters once the first is granted instead of
 		// queueing behind it. (A new owner cannot have another acquisition
-		// in progress.)
+		// in progress.) The Keeper's gate is bounded by ctx alone, not by
+		// Wait: ctx is also the parent of the Lease it may join.
 		l, done, err := c.keeper.Enter(ctx, key, r.owner, c.onLost(o.OnLost))
 		if err != nil {
 			return nil, seam.Wrap("acquire", r.shape, r.name, err)
@@ -143,10 +148,6 @@ func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (
 		if err := c.selfBlocked(r); err != nil {
 			return nil, seam.Wrap("acquire", r.shape, r.name, err)
 		}
-	}
-	var until time.Time // the end of the wait; zero: until ctx is done
-	if o.Wait >= 0 {
-		until = start.Add(o.Wait)
 	}
 	n, sent, err := c.wait(sctx, r, until, o)
 	if err != nil {
@@ -272,6 +273,7 @@ func (c *Client) await(ctx context.Context, r *request, dir, path string, sid in
 	me := path[len(dir)+1:]
 	backoff := 20 * time.Millisecond
 	var over <-chan time.Time // the end of the wait
+	var recheck *time.Timer
 	for {
 		sent := time.Now()
 		children, err := call(ctx, c, func() ([]string, error) {
@@ -323,23 +325,24 @@ func (c *Client) await(ctx context.Context, r *request, dir, path string, sid in
 		if ev == nil {
 			continue // already gone, or the directory changed: look again
 		}
-		recheck := time.NewTimer(c.timeout)
+		if recheck == nil {
+			recheck = time.NewTimer(c.timeout)
+			defer recheck.Stop()
+		} else {
+			recheck.Reset(c.timeout)
+		}
 		select {
 		case <-ev:
 		case <-recheck.C:
 			// Look again even without an event: a watch is re-set after a
 			// reconnection, but the queue must never hang on one.
 		case <-over:
-			recheck.Stop()
 			return time.Time{}, errWaitOver
 		case <-ctx.Done():
-			recheck.Stop()
 			return time.Time{}, ctx.Err()
 		case <-c.done:
-			recheck.Stop()
 			return time.Time{}, errClosed
 		}
-		recheck.Stop()
 	}
 }
 

@@ -72,7 +72,7 @@ func benchWindow() time.Duration {
 }
 
 // packets returns how many requests the server at addr has received.
-func packets(b *testing.B, addr string) int64 {
+func packets(b testing.TB, addr string) int64 {
 	out, err := zkproc.FourLetter(context.Background(), addr, "mntr")
 	if err != nil {
 		b.Fatal(err)

@@ -17,11 +17,17 @@
 // session after a disconnection or a pause.
 //
 // A lease is lost too when its node is deleted from outside (an operator's
-// zkCli delete or force unlock): every held node is watched, and looked at
-// and watched again after each reconnection, so its holder is told within
-// a round trip of the deletion (observe.LostDeletedOrTaken), not at its
-// next Verify or Unlock. The next waiter is granted the lock by the same
-// deletion: the two overlap for that round trip.
+// zkCli delete or force unlock): every node held for 25 ms is watched, and
+// looked at and watched again after each reconnection, so its holder is
+// told within a round trip of the deletion (observe.LostDeletedOrTaken; of
+// a hold younger than 25 ms, when it turns 25 ms), not at its next Verify
+// or Unlock. The next waiter is granted the lock by the same deletion: the
+// two overlap until then.
+//
+// An uncontended acquisition and its release are two requests: the
+// transaction that queues the node also says whether it is alone in its
+// directory (then it holds the lock, without a listing), and hands back
+// the fencing token.
 //
 // A waiter's place in a queue lives as long as its session: a waiter that
 // goes silent (killed, paused, cut off) blocks the queue until the server

@@ -57,7 +57,10 @@ func (l *Lock) Name() string { return l.req.name }
 
 // Acquire takes the lock, or re-enters it when ctx carries the owner that
 // holds it through this Client (options other than OnLost then change
-// nothing: the hold's lease stands); see Mutex.Acquire. An owner that
+// nothing: the hold's lease stands); see Mutex.Acquire. While another
+// Acquire of the same owner and lock is in progress (two goroutines of one
+// owner), it waits for that one to end, whatever its own Wait, and then
+// re-enters the lock if that one took it. An owner that
 // holds the name otherwise (a read side, a write side, a MultiLock member)
 // gets dlock.ErrUpgrade or dlock.ErrInvalidArgument at once: it would wait
 // for itself.

@@ -2,8 +2,6 @@ package zklock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -12,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlockgo/dlock/internal/ids"
 	"github.com/dlockgo/dlock/seam"
 	"github.com/go-zookeeper/zk"
 )
@@ -89,11 +88,7 @@ func escape(name string) string {
 // newAttempt returns a fresh id for one acquisition attempt: it is in the
 // node's name, so a node whose create reply was lost can be found again.
 // (A MultiLock's nodes share one.)
-func newAttempt() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+func newAttempt() string { return ids.Op() }
 
 // member is one child of a lock's directory.
 type member struct {

@@ -419,3 +419,49 @@ func TestNoHerd(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestUncontendedRequests: an uncontended acquisition and its release are
+// two requests to ZooKeeper (the create's transaction, which says the node
+// is alone and gives its token, and the delete), and a hold that lives
+// past guardAfter one more (its guard's watch). (Four-letter commands, wchs
+// and mntr, are not counted as requests but for the mntr that reads the
+// count first.)
+func TestUncontendedRequests(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	c := dial(t, 10*time.Second)
+	n := lockName(t)
+	warm, err := c.Mutex(n).Acquire(ctx) // the directories exist
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm.Unlock(ctx)
+	const pairs = 50
+	p0 := packets(t, server.Addr())
+	for range pairs {
+		l, err := c.Mutex(n).Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Other sessions of the shared server may ping it meanwhile: allow a
+	// few requests that are not ours.
+	if got := packets(t, server.Addr()) - p0 - 1; got < 2*pairs || got > 2*pairs+5 {
+		t.Fatalf("%d requests for %d pairs, want 2 a pair", got, pairs)
+	}
+	paths0, w0 := watches(t)
+	p0 = packets(t, server.Addr())
+	l, err := c.Mutex(n).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitWatches(t, paths0, w0, 1, 1, "the guard of a hold older than guardAfter")
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := packets(t, server.Addr()) - p0 - 1; got < 3 || got > 3+5 {
+		t.Fatalf("%d requests for a hold older than guardAfter, want 3 (its create, its watch, its delete)", got)
+	}
+}
