@@ -85,6 +85,32 @@ func TestAcquireBadInput(t *testing.T) {
 	}
 }
 
+// One error format on every backend: dlock: <op> <shape> "<name>": <reason>.
+func TestErrorFormat(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t, 20*time.Second)
+	n := lockName(t)
+	held, err := c.Mutex(n).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = newClient(t).Mutex(n).Acquire(ctx, dlock.Wait(0))
+	if want := `dlock: acquire mutex "` + n + `": not acquired`; err == nil || err.Error() != want {
+		t.Errorf("a refusal: %v, want %s", err, want)
+	}
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = held.Unlock(ctx)
+	if want := `dlock: unlock mutex "` + n + `": not held`; err == nil || err.Error() != want {
+		t.Errorf("a second Unlock: %v, want %s", err, want)
+	}
+	_, err = c.Semaphore(n, 0).Acquire(ctx)
+	if want := `dlock: acquire semaphore "` + n + `": invalid argument: 0 permits (want at least 1)`; err == nil || err.Error() != want {
+		t.Errorf("a bad permit count: %v, want %s", err, want)
+	}
+}
+
 func TestExtend(t *testing.T) {
 	admin := etcdClient(t)
 	c := newClient(t, Config{TTL: 3 * time.Second})

@@ -254,3 +254,56 @@ func TestCloseEndsWaits(t *testing.T) {
 		t.Fatal("Close did not end the wait")
 	}
 }
+
+// Two acquisitions of one Lock by one owner at once (two goroutines under
+// one Context) do not queue behind each other: the second waits for the
+// first and joins its hold.
+func TestReentryRacesJoin(t *testing.T) {
+	a, b := newClient(t), newClient(t)
+	ctx := testCtx(t, 30*time.Second)
+	n := lockName(t)
+	carrier, err := a.Lock(n + ".owner").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer carrier.Unlock(ctx)
+	held, err := b.Lock(n).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *dlock.Lease, 2)
+	for range 2 {
+		go func() {
+			l, err := a.Lock(n).Acquire(carrier.Context(), dlock.Wait(10*time.Second))
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // both wait: one in etcd, one for it
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l1, l2 := <-got, <-got
+	if l1 == nil || l2 == nil {
+		return
+	}
+	if l1.Token() != l2.Token() || l1.ID() != l2.ID() {
+		t.Fatalf("one owner's two acquisitions: %s/%d and %s/%d, want one hold", l1.ID(), l1.Token(), l2.ID(), l2.Token())
+	}
+	if err := l1.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Lock(n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("free after one of two Unlocks: %v", err)
+	}
+	if err := l2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := b.Lock(n).Acquire(ctx, dlock.Wait(5*time.Second)); err != nil {
+		t.Fatal(err)
+	} else {
+		_ = l.Unlock(ctx)
+	}
+}
