@@ -18,7 +18,11 @@ type Info struct {
 	Shape   string        // "mutex", "lock", "fair", "rw", "semaphore", ...; "" when free and nobody waits
 	Held    bool          // held right now
 	Holders []Holder      // who holds it
-	TTL     time.Duration // remaining lease of the lock as a whole; < 0: none (free, or each holder has its own)
+	// TTL is the remaining lease of the lock as a whole; < 0: none (free,
+	// or each holder has its own). On a store that keeps locks by a
+	// session (etcd, ZooKeeper) it is a bound, not a countdown: how long
+	// the hold outlives its holder's last sign of life.
+	TTL time.Duration
 	// LastFence is the last fencing token granted for this name (0: none
 	// kept).
 	LastFence int64
@@ -36,12 +40,16 @@ type Holder struct {
 	PID   int       // its process id
 	Label string    // its client's label (Config.Label)
 	Since time.Time // when it acquired (its own clock, or the store's)
-	Count int       // hold count (reentrant acquisitions)
+	// Count is the hold count (reentrant acquisitions) where the store
+	// keeps it (Redis); 1 where the holder's client counts re-entries
+	// (etcd, ZooKeeper).
+	Count int
 	Fence int64     // the fencing token of this grant
 	// Mode is "read" or "write" for an RWLock, "" for the other shapes.
 	Mode string
-	// TTL is the remaining lease of this hold: RWLock readers and Semaphore
-	// permits have their own; other holders share the lock's.
+	// TTL is the remaining lease of this hold (a bound, as Info.TTL, on a
+	// session store): RWLock readers and Semaphore permits have their own;
+	// other holders share the lock's.
 	TTL time.Duration
 }
 
@@ -52,7 +60,7 @@ type Waiter struct {
 	PID   int       // its process id
 	Label string    // its client's label
 	Since time.Time // when its Acquire call started (its own clock)
-	Mode  string    // "write" for an RWLock writer, "" otherwise
+	Mode  string    // "write" for an RWLock writer, "read" for a reader (where the store queues readers), "" otherwise
 	// Deadline is the time left before it loses its place unless it
 	// refreshes it (a live waiter does), or < 0 when its place lives as
 	// long as its session (etcd, ZooKeeper).
