@@ -15,9 +15,9 @@ type Inspector interface {
 // Info is what Inspect reads about one lock name.
 type Info struct {
 	Name    string
-	Shape   string        // "mutex", "lock", "fair", "rw", "semaphore", ...; "" when free and nobody waits
-	Held    bool          // held right now
-	Holders []Holder      // who holds it
+	Shape   string   // "mutex", "lock", "fair", "rw", "semaphore", ...; "" when free and nobody waits
+	Held    bool     // held right now
+	Holders []Holder // who holds it
 	// TTL is the remaining lease of the lock as a whole; < 0: none (free,
 	// or each holder has its own). On a store that keeps locks by a
 	// session (etcd, ZooKeeper) it is a bound, not a countdown: how long
@@ -44,7 +44,7 @@ type Holder struct {
 	// keeps it (Redis); 1 where the holder's client counts re-entries
 	// (etcd, ZooKeeper).
 	Count int
-	Fence int64     // the fencing token of this grant
+	Fence int64 // the fencing token of this grant
 	// Mode is "read" or "write" for an RWLock, "" for the other shapes.
 	Mode string
 	// TTL is the remaining lease of this hold (a bound, as Info.TTL, on a
