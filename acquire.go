@@ -19,7 +19,7 @@ func (c *Client) acquire(ctx context.Context, sh redisShape, opts []Option) (l *
 	start := time.Now()
 	spec := sh.spec()
 	sctx, call := c.keeper.StartAcquire(ctx, spec.kind, spec.name)
-	defer func() { call.Done(err) }()
+	defer func() { call.Done(l, err) }()
 	q, err := c.prepare(ctx, sh, spec, opts, start)
 	if err != nil {
 		return nil, err
@@ -37,7 +37,13 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 	start := time.Now()
 	spec := sh.spec()
 	sctx, call := c.keeper.StartAcquire(ctx, spec.kind, spec.name)
-	defer func() { call.Done(err) }()
+	defer func() {
+		var first *Lease
+		if len(ls) > 0 {
+			first = ls[0]
+		}
+		call.Done(first, err)
+	}()
 	q, err := c.prepare(ctx, sh, spec, opts, start)
 	if err != nil {
 		return nil, err

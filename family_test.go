@@ -190,6 +190,7 @@ func TestFamilyCloseHandsOver(t *testing.T) {
 type recorder struct {
 	mu       sync.Mutex
 	acquired []string
+	tokens   []int64 // of the acquisitions
 	released []string
 }
 
@@ -198,6 +199,7 @@ func (r *recorder) ObserveAcquire(e observe.AcquireEvent) {
 	defer r.mu.Unlock()
 	if e.Result == observe.Acquired {
 		r.acquired = append(r.acquired, e.Shape)
+		r.tokens = append(r.tokens, e.Token)
 	}
 }
 
@@ -209,13 +211,14 @@ func (r *recorder) ObserveRelease(e observe.ReleaseEvent) {
 func (r *recorder) ObserveLost(observe.LostEvent)       {}
 func (r *recorder) ObserveRenewal(observe.RenewalEvent) {}
 
-// Events carry the family's shape names.
+// Events carry the family's shape names, and an acquisition its token.
 func TestFamilyObserverShapes(t *testing.T) {
 	rdb := server(t)
 	rec := &recorder{}
 	c := newClient(t, rdb, dlock.Config{Observer: rec})
 	c2, c3 := newClient(t, rdb, dlock.Config{Prefix: "n2:"}), newClient(t, rdb, dlock.Config{Prefix: "n3:"})
 	ctx := context.Background()
+	var tokens []int64
 	for _, lk := range []dlock.Locker{
 		c.FairLock("o"), c.RWLock("o").ReadLock(), c.RWLock("o2").WriteLock(),
 		c.MultiLock("o3", "o4"), dlock.NewRedLock("o5", c, c2, c3), c.Semaphore("o6", 2),
@@ -224,6 +227,7 @@ func TestFamilyObserverShapes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		tokens = append(tokens, l.Token())
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -233,5 +237,8 @@ func TestFamilyObserverShapes(t *testing.T) {
 	defer rec.mu.Unlock()
 	if !slices.Equal(rec.acquired, want) || !slices.Equal(rec.released, want) {
 		t.Fatalf("acquired %v, released %v, want %v", rec.acquired, rec.released, want)
+	}
+	if !slices.Equal(rec.tokens, tokens) {
+		t.Fatalf("acquire events' tokens %v, the Leases' %v", rec.tokens, tokens)
 	}
 }

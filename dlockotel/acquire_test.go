@@ -52,9 +52,10 @@ func TestAcquiredNotAcquiredReleased(t *testing.T) {
 				}
 				noAttrs(t, s, "dlock.lock.name", "dlock.lock.group", "error.type")
 			}
-			wantAttrs(t, got, map[string]any{"dlock.lock.shape": shape, "dlock.backend": "redis", "dlock.acquire.result": "acquired"})
+			wantAttrs(t, got, map[string]any{"dlock.lock.shape": shape, "dlock.backend": "redis", "dlock.acquire.result": "acquired", "dlock.lock.token": l.Token()})
 			wantStatus(t, got, codes.Unset)
 			wantAttrs(t, refused, map[string]any{"dlock.lock.shape": shape, "dlock.acquire.result": "not_acquired"})
+			noAttrs(t, refused, "dlock.lock.token")
 			wantStatus(t, refused, codes.Unset)
 			if v, _ := attr(got, "dlock.acquire.wait"); v.AsFloat64() <= 0 || v.AsFloat64() > took.Seconds() {
 				t.Errorf("dlock.acquire.wait = %v s, want in (0, %v]", v.AsFloat64(), took.Seconds())

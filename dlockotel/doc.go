@@ -11,7 +11,8 @@
 // ctx given to Acquire), from the call to its return. Its attributes:
 // dlock.lock.shape (mutex, lock, fair, rw_read, ...), dlock.backend (when
 // WithBackend names it), dlock.acquire.result (acquired, not_acquired,
-// error), dlock.acquire.wait (seconds in the call), and on error
+// error), dlock.acquire.wait (seconds in the call), dlock.lock.token (the
+// fencing token granted, when acquired), and on error
 // error.type (closed, invalid_argument, canceled, deadline_exceeded, ...,
 // or _OTHER: a store error) with error status and the error's text as its
 // description. A refusal (not_acquired: the lock was busy for the whole

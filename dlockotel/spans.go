@@ -43,6 +43,9 @@ func (o *Observer) startedAt(l *labels, name string, t time.Time) []trace.SpanSt
 func endAcquireSpan(span trace.Span, ev observe.AcquireEvent, errType string) {
 	if span.IsRecording() {
 		span.SetAttributes(keyResult.String(string(ev.Result)), keyWait.Float64(ev.Wait.Seconds()))
+		if ev.Result == observe.Acquired {
+			span.SetAttributes(keyToken.Int64(ev.Token))
+		}
 		if ev.Result == observe.AcquireErr {
 			span.SetAttributes(keyErrorType.String(errType))
 			msg := "acquire failed"

@@ -62,7 +62,7 @@ var errRefused = errors.New("refused")
 func (c *Client) acquire(ctx context.Context, sh shape, opts []dlock.Option) (l *dlock.Lease, err error) {
 	start := time.Now()
 	sctx, call := c.keeper.StartAcquire(ctx, sh.kind, sh.name) // sctx: the store's requests'; ctx: the Lease's
-	defer func() { call.Done(err) }()
+	defer func() { call.Done(l, err) }()
 	if sh.check == nil {
 		err = seam.CheckName(sh.name)
 	} else {
@@ -100,7 +100,11 @@ func (c *Client) acquire(ctx context.Context, sh shape, opts []dlock.Option) (l 
 	if sh.hold != nil {
 		a.owner = seam.OwnerOf(ctx)
 		a.hold = sh.hold(a.owner)
-		joined, done, err := a.enter()
+		var until time.Time
+		if o.Wait >= 0 {
+			until = start.Add(o.Wait)
+		}
+		joined, done, err := a.enter(until)
 		if err != nil || joined != nil {
 			if err != nil {
 				return nil, a.fail(err)
@@ -133,28 +137,14 @@ type attempt struct {
 }
 
 // enter joins the owner's live hold of a reentrant shape (a re-entry etcd
-// does not hear of), waiting first for any other acquisition of that hold
-// by the same owner to end (two goroutines of one owner: the second joins
-// what the first was granted, instead of queueing behind it). Otherwise it
-// returns done, to call once this acquisition has ended (its grant handed
-// to the Keeper, or failed). The wait is bounded by the attempt's; the
-// joined Lease lives under the caller's ctx. (Keeper.Enter joins under the
-// ctx that bounds its wait, which ends with Acquire: it is used here as
-// the gate only, on a key no hold has.)
-func (a *attempt) enter() (*dlock.Lease, func(), error) {
-	k := a.c.keeper
-	if l, ok := k.Join(a.ctx, a.hold, a.owner, a.o.OnLost); ok {
-		return l, nil, nil
-	}
-	_, done, err := k.Enter(a.wctx, "gate\x00"+a.hold, a.owner, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	if l, ok := k.Join(a.ctx, a.hold, a.owner, a.o.OnLost); ok {
-		done()
-		return l, nil, nil
-	}
-	return nil, done, nil
+// does not hear of), waiting first, until until (zero: as long as ctx
+// allows), for any other acquisition of that hold by the same owner to end
+// (two goroutines of one owner: the second joins what the first was
+// granted, instead of queueing behind it). Otherwise it returns done, to
+// call once this acquisition has ended (its grant handed to the Keeper, or
+// failed).
+func (a *attempt) enter(until time.Time) (*dlock.Lease, func(), error) {
+	return a.c.keeper.Enter(a.ctx, a.hold, a.owner, until, a.o.OnLost)
 }
 
 func (a *attempt) run() (*dlock.Lease, error) {

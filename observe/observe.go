@@ -75,6 +75,7 @@ type AcquireEvent struct {
 	Shape, Name string
 	Result      AcquireResult
 	Wait        time.Duration // time spent in Acquire
+	Token       int64         // the fencing token granted (the first Lease's); 0 unless Result is Acquired
 	Err         error         // set when Result is AcquireErr
 }
 

@@ -96,7 +96,7 @@ func (c *client) acquire(ctx context.Context, name string, opts ...seam.Option) 
 	}
 	sctx, call := c.k.StartAcquire(ctx, "mutex", name) // the Observer's event (a tracer's span)
 	l, err := c.grant(ctx, sctx, name, o)
-	call.Done(err)
+	call.Done(l, err)
 	return l, err
 }
 

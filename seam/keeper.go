@@ -63,13 +63,26 @@ func (k *Keeper[O]) Join(ctx context.Context, key, owner string, onLost func(*Le
 
 // Enter is Join for an acquisition of a reentrant lock that may race with
 // another one of the same key (one owner acquiring from two goroutines): it
-// waits until no other acquisition of key is in progress (or ctx is done, or
-// the Keeper closes), and then joins the live hold of key (l != nil) or
-// returns done, which the caller must call once its own acquisition ended
-// (its grant handed to Lease, or failed): another acquisition of key then
-// joins that hold instead of queueing behind it in the store.
-func (k *Keeper[O]) Enter(ctx context.Context, key, owner string, onLost func(*Lease)) (l *Lease, done func(), err error) {
-	return k.k.enter(ctx, key, owner, onLost)
+// waits until no other acquisition of key is in progress, and then joins
+// the live hold of key (l != nil, its Context under ctx) or returns done,
+// which the caller must call once its own acquisition ended (its grant
+// handed to Lease, or failed): another acquisition of key then joins that
+// hold instead of queueing behind it in the store. The wait ends at until
+// (zero: no bound but ctx) with an error wrapping ErrNotAcquired, when ctx
+// is done with ctx's error, or when the Keeper closes with ErrClosed; a
+// free gate is taken whatever ctx and until say.
+func (k *Keeper[O]) Enter(ctx context.Context, key, owner string, until time.Time, onLost func(*Lease)) (l *Lease, done func(), err error) {
+	return k.k.enter(ctx, key, owner, until, onLost)
+}
+
+// Held returns the live hold whose Grant.Key is key, or nil.
+func (k *Keeper[O]) Held(key string) *Hold[O] {
+	k.k.mu.Lock()
+	defer k.k.mu.Unlock()
+	if h := k.k.keyed[key]; h != nil && !h.ended {
+		return (*Hold[O])(h)
+	}
+	return nil
 }
 
 // Renewing returns the live holds whose grants are kept by renewals
@@ -160,12 +173,12 @@ func (k *Keeper[O]) Closed() bool {
 
 // StartAcquire begins an Acquire call of shape on name. It returns the
 // context the call's store requests run under (the Observer's span when it
-// is an observe.Tracer; ctx itself otherwise: give the Lease ctx, not this
-// one) and the Call, whose Done must be called exactly once with the
-// call's outcome.
+// is an observe.Tracer; ctx itself otherwise, and always for a nil ctx:
+// give the Lease ctx, not this one) and the Call, whose Done must be called
+// exactly once with the call's outcome.
 func (k *Keeper[O]) StartAcquire(ctx context.Context, shape, name string) (context.Context, Call) {
 	c := Call{obs: k.k.observer, shape: shape, name: name, start: time.Now()}
-	if t, ok := k.k.observer.(observe.Tracer); ok {
+	if t, ok := k.k.observer.(observe.Tracer); ok && ctx != nil {
 		ctx, c.end = t.StartAcquire(ctx, shape, name)
 	}
 	return ctx, c
@@ -179,20 +192,18 @@ type Call struct {
 	end         func(observe.AcquireEvent) // a Tracer's
 }
 
-// Done reports the call's end with err (nil: acquired) as its AcquireEvent.
-func (c Call) Done(err error) {
+// Done reports the call's end as its AcquireEvent: l is the Lease it
+// returned (the first of several; nil when err is not nil), err its error.
+func (c Call) Done(l *Lease, err error) {
 	ev := acquireEvent(c.shape, c.name, c.start, err)
+	if err == nil && l != nil {
+		ev.Token = l.Token()
+	}
 	if c.end != nil {
 		c.end(ev)
 		return
 	}
 	c.obs.ObserveAcquire(ev)
-}
-
-// Acquired reports an Acquire call that started at start and ended with err
-// (nil: acquired) to the Observer (StartAcquire does it for a traced call).
-func (k *Keeper[O]) Acquired(shape, name string, start time.Time, err error) {
-	k.k.observer.ObserveAcquire(acquireEvent(shape, name, start, err))
 }
 
 func acquireEvent(shape, name string, start time.Time, err error) observe.AcquireEvent {
@@ -289,7 +300,34 @@ type gate struct {
 	users int
 }
 
-func (k *keeper) enter(ctx context.Context, key, owner string, onLost func(*Lease)) (*Lease, func(), error) {
+// take takes the gate's token: at once if it is free, else when it is
+// given back, unless until passes (ErrNotAcquired), ctx ends or closed
+// closes first.
+func (g *gate) take(ctx context.Context, until time.Time, closed <-chan struct{}) error {
+	select {
+	case g.ch <- struct{}{}:
+		return nil
+	default:
+	}
+	var timeout <-chan time.Time
+	if !until.IsZero() {
+		t := time.NewTimer(time.Until(until))
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case g.ch <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-closed:
+		return ErrClosed
+	case <-timeout:
+		return fmt.Errorf("%w: another acquisition of this lock by the same owner is in progress", ErrNotAcquired)
+	}
+}
+
+func (k *keeper) enter(ctx context.Context, key, owner string, until time.Time, onLost func(*Lease)) (*Lease, func(), error) {
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
@@ -313,14 +351,9 @@ func (k *keeper) enter(ctx context.Context, key, owner string, onLost func(*Leas
 		}
 		k.mu.Unlock()
 	}
-	select {
-	case g.ch <- struct{}{}:
-	case <-ctx.Done():
+	if err := g.take(ctx, until, closeC); err != nil {
 		drop()
-		return nil, nil, ctx.Err()
-	case <-closeC:
-		drop()
-		return nil, nil, ErrClosed
+		return nil, nil, err
 	}
 	done := func() { <-g.ch; drop() }
 	if l, ok := k.join(ctx, key, owner, onLost); ok {

@@ -2,6 +2,7 @@ package seam
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,13 +91,13 @@ func TestKeeperEnter(t *testing.T) {
 	k := NewKeeper[*countOps](nil, nil)
 	defer k.Close()
 	ctx := context.Background()
-	l, done, err := k.Enter(ctx, "k", "o", nil)
+	l, done, err := k.Enter(ctx, "k", "o", time.Time{}, nil)
 	if err != nil || l != nil || done == nil {
 		t.Fatalf("first Enter: %v, done set %v, %v", l, done != nil, err)
 	}
 	second := make(chan *Lease, 1)
 	go func() {
-		l, done, err := k.Enter(ctx, "k", "o", nil)
+		l, done, err := k.Enter(ctx, "k", "o", time.Time{}, nil)
 		if err != nil || done != nil {
 			t.Errorf("second Enter: done set %v, %v", done != nil, err)
 		}
@@ -127,7 +128,60 @@ func TestKeeperEnter(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.Close()
-	if _, _, err := k.Enter(ctx, "k", "o", nil); err != ErrClosed {
+	if _, _, err := k.Enter(ctx, "k", "o", time.Time{}, nil); err != ErrClosed {
 		t.Fatalf("Enter after Close: %v", err)
+	}
+}
+
+// TestKeeperEnterUntil: a busy gate is waited for until the given time and
+// then refused with ErrNotAcquired; a free gate is taken even with ctx done.
+func TestKeeperEnterUntil(t *testing.T) {
+	k := NewKeeper[*countOps](nil, nil)
+	defer k.Close()
+	ctx := context.Background()
+	_, done, err := k.Enter(ctx, "k", "o", time.Time{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, _, err := k.Enter(ctx, "k", "o", start.Add(30*time.Millisecond), nil); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("busy gate past until: %v, want ErrNotAcquired", err)
+	}
+	if d := time.Since(start); d < 30*time.Millisecond {
+		t.Fatalf("refused after %v, before until", d)
+	}
+	done()
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	for range 20 { // a select between a free gate and a done ctx would pick either
+		_, done, err := k.Enter(cancelled, "k", "o", time.Now(), nil)
+		if err != nil {
+			t.Fatalf("free gate with ctx done: %v", err)
+		}
+		done()
+	}
+}
+
+// TestKeeperHeld: Held finds the live hold of a key, and nothing once it
+// is released.
+func TestKeeperHeld(t *testing.T) {
+	k := NewKeeper[*countOps](nil, nil)
+	defer k.Close()
+	ctx := context.Background()
+	if k.Held("k") != nil {
+		t.Fatal("a hold before any grant")
+	}
+	l, err := k.Lease(ctx, Grant[*countOps]{Shape: "lock", Name: "n", Key: "k", Owner: "o", Token: 9, Sent: time.Now(), TTL: time.Minute, Ops: &countOps{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := k.Held("k"); h == nil || h.Token() != 9 {
+		t.Fatalf("Held: %v", h)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if k.Held("k") != nil {
+		t.Fatal("a hold after its release")
 	}
 }

@@ -91,13 +91,11 @@ func (r *request) admitted(c *Client, dir, me, attempt string, children []string
 // same owner, else queue a node and wait for it to be granted.
 func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (l *dlock.Lease, err error) {
 	start := time.Now()
-	if ctx == nil {
-		err := seam.Wrap("acquire", r.shape, r.name, fmt.Errorf("%w: nil context", dlock.ErrInvalidArgument))
-		c.keeper.Acquired(r.shape, r.name, start, err)
-		return nil, err
-	}
 	sctx, call := c.keeper.StartAcquire(ctx, r.shape, r.name) // sctx: the store's requests'; ctx: the Lease's
-	defer func() { call.Done(err) }()
+	defer func() { call.Done(l, err) }()
+	if ctx == nil {
+		return nil, seam.Wrap("acquire", r.shape, r.name, fmt.Errorf("%w: nil context", dlock.ErrInvalidArgument))
+	}
 	if err := r.check(); err != nil {
 		return nil, seam.Wrap("acquire", r.shape, r.name, err)
 	}
@@ -135,9 +133,8 @@ func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (
 		// One acquisition per owner and key at a time: a second one of the
 		// same owner re-enters once the first is granted instead of
 		// queueing behind it. (A new owner cannot have another acquisition
-		// in progress.) The Keeper's gate is bounded by ctx alone, not by
-		// Wait: ctx is also the parent of the Lease it may join.
-		l, done, err := c.keeper.Enter(ctx, key, r.owner, c.onLost(o.OnLost))
+		// in progress.) The gate is waited for as long as Wait allows.
+		l, done, err := c.keeper.Enter(ctx, key, r.owner, until, c.onLost(o.OnLost))
 		if err != nil {
 			return nil, seam.Wrap("acquire", r.shape, r.name, err)
 		}
