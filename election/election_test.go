@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"testing"
@@ -41,6 +42,23 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// schedule runs the scheduler on one replica at a time: every replica
+// calls it, and the one that leads runs work until it loses leadership
+// (then it campaigns again) or ctx ends.
+func schedule(ctx context.Context, locks *dlock.Client, logger *slog.Logger, work func(ctx context.Context, token int64) error) error {
+	e := election.New(locks.Mutex("scheduler"), locks) // any backend's lock and Inspector
+	go func() {
+		for who := range e.Observe(ctx, time.Second) { // who leads, at every change
+			logger.Info("leader", "leading", who.Leading, "host", who.Holder.Host, "pid", who.Holder.PID, "token", who.Holder.Fence)
+		}
+	}()
+	return e.Lead(ctx, func(term election.Term) error {
+		// term.Context is cancelled if leadership is lost; fence the
+		// leader's writes with term.Token.
+		return work(term.Context, term.Token)
+	})
+}
+
 func ExampleElection_Lead() {
 	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
 	defer rdb.Close()
@@ -50,14 +68,10 @@ func ExampleElection_Lead() {
 	}
 	defer c.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	e := election.New(c.Mutex("scheduler"), c)
-	err = e.Lead(ctx, func(term election.Term) error {
-		// Only one replica gets here at a time. Do the leader's work under
-		// term.Context (cancelled if leadership is lost), and fence the
-		// writes it makes with term.Token.
-		fmt.Println("leading, token > 0:", term.Token > 0)
+	err = schedule(ctx, c, slog.New(slog.DiscardHandler), func(ctx context.Context, token int64) error {
+		fmt.Println("leading, token > 0:", token > 0)
 		cancel() // this example stops after one term
-		<-term.Context.Done()
+		<-ctx.Done()
 		return nil
 	})
 	fmt.Println(err)
