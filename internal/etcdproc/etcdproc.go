@@ -1,11 +1,13 @@
 // Package etcdproc starts real etcd processes on 127.0.0.1 for tests and
 // tools: one member, or a cluster of several, each on free ports, with the
 // faults a test needs (SIGKILL, SIGSTOP/SIGCONT, restart, a client-side
-// proxy that can be cut).
+// proxy that can be cut, and with Options.PeerProxies links between
+// members that can be cut: Isolate, Partition, Heal).
 //
-// Every process runs in its own process group, is signalled only by its own
-// PID and is reaped by a goroutine that ends when it exits. Close stops it,
-// waits for it and removes its data directory: nothing is left running.
+// Every process runs through internal/proc: in its own process group,
+// signalled only by its own PID and reaped by a goroutine that ends when it
+// exits. Close stops it, waits for it and removes its data directory:
+// nothing is left running.
 //
 // The etcd binary is found by Binary: $DLOCK_ETCD, then etcd on PATH, then
 // the cache location where the repository's build of the pinned server

@@ -12,24 +12,15 @@ import (
 	"time"
 )
 
-// finalError marks an error after which poll gives up at once.
-type finalError struct{ error }
-
-func (e finalError) Unwrap() error { return e.error }
-
 // poll calls check until it returns nil, backing off from 5ms to 100ms
-// between calls. It gives up when ctx ends, or when check returns a
-// finalError, and then returns an error naming what it waited for and the
-// last error from check.
+// between calls. It gives up when ctx ends, and then returns an error
+// naming what it waited for and the last error from check.
 func poll(ctx context.Context, what string, check func(context.Context) error) error {
 	backoff := 5 * time.Millisecond
 	for {
 		err := check(ctx)
 		if err == nil {
 			return nil
-		}
-		if errors.As(err, new(finalError)) {
-			return fmt.Errorf("redisproc: waiting for %s: %w", what, err)
 		}
 		t := time.NewTimer(backoff)
 		select {

@@ -12,16 +12,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/dlockgo/dlock/internal/freeport"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/dlockgo/dlock/internal/freeport"
+	"github.com/dlockgo/dlock/internal/proc"
 )
 
 // ErrNoRedisServer is returned (wrapped) when redis-server is not on PATH.
@@ -32,16 +32,12 @@ var ErrNoRedisServer = errors.New("redisproc: redis-server not found on PATH; " 
 const (
 	// readyTimeout caps how long a start waits for the server to answer.
 	readyTimeout = 10 * time.Second
-	// stopTimeout is how long Stop waits after SIGTERM before SIGKILL.
-	stopTimeout = 5 * time.Second
 	// startAttempts is how often a start on a free port is tried when the
 	// port was taken by someone else in the meantime.
 	startAttempts = 5
 	logName       = "redis.log"
 	stdoutName    = "stdout.log"
 )
-
-var errAddrInUse = errors.New("address already in use")
 
 // Options configures Start, StartMasters and StartCluster.
 type Options struct {
@@ -55,19 +51,21 @@ type Options struct {
 	Port int
 }
 
+// process is embedded under a name of its own, so that its methods are
+// the Server's but the field is not exported.
+type process = proc.Process
+
 // Server is one redis-server process (standalone, replica, cluster node or
 // Sentinel). Its methods are safe for concurrent use.
+//
+// From the embedded process it has Running, PID, Kill, Stop (SIGTERM, then
+// SIGKILL after 5 s), Pause (SIGSTOP, returning once every thread has
+// stopped: it keeps its port and accepts connections but answers nothing),
+// Resume, Await and LogTail.
 type Server struct {
-	bin  string
 	dir  string
 	port int
-	args []string // full redis-server arguments, reused by Restart
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{} // closed when cmd has exited and been reaped
-	paused bool
-	closed bool
+	*process
 }
 
 // Start starts a standalone redis-server without persistence (save "",
@@ -123,96 +121,48 @@ func launch(ctx context.Context, parent string, port int, bus bool, argv func(di
 	if err != nil {
 		return nil, fmt.Errorf("redisproc: %w", err)
 	}
-	for attempt := 1; ; attempt++ {
-		s := &Server{bin: bin, dir: dir, port: port}
+	attempts := startAttempts
+	if port != 0 {
+		attempts = 1
+	}
+	s, err := proc.Retry(attempts, func() (*Server, error) {
+		s := &Server{dir: dir, port: port}
 		if s.port == 0 {
-			if s.port, err = freeport.Take(bus); err != nil {
-				break
+			p, err := freeport.Take(bus)
+			if err != nil {
+				return nil, fmt.Errorf("redisproc: %w", err)
 			}
+			s.port = p
 		}
-		if s.args, err = argv(dir, s.port); err != nil {
-			break
+		args, err := argv(dir, s.port)
+		if err != nil {
+			return nil, err
 		}
-		// A fresh log per attempt, so only this attempt's failure is judged.
-		os.Remove(filepath.Join(dir, logName))
-		os.Remove(filepath.Join(dir, stdoutName))
-		s.mu.Lock()
-		err = s.start(ctx)
-		s.mu.Unlock()
-		if err == nil {
-			return s, nil
-		}
-		if port != 0 || attempt == startAttempts || !errors.Is(err, errAddrInUse) {
-			break
-		}
-	}
-	os.RemoveAll(dir)
-	return nil, err
-}
-
-// start runs the process and waits until it answers. s.mu must be held.
-func (s *Server) start(ctx context.Context) error {
-	out, err := os.OpenFile(filepath.Join(s.dir, stdoutName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("redisproc: %w", err)
-	}
-	cmd := exec.Command(s.bin, s.args...)
-	cmd.Dir = s.dir
-	cmd.Stdout, cmd.Stderr = out, out // files, so Wait starts no copying goroutines
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
-	out.Close()
-	if err != nil {
-		return fmt.Errorf("redisproc: starting redis-server: %w", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(done)
-	}()
-	s.cmd, s.done, s.paused = cmd, done, false
-
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	// INFO rather than PING: it also proves the answer comes from our
-	// process and not from some other server that got the port.
-	want := fmt.Sprintf("process_id:%d\r\n", cmd.Process.Pid)
-	err = poll(ctx, "redis-server on "+s.Addr(), func(ctx context.Context) error {
-		select {
-		case <-done:
-			return finalError{errors.New("redis-server exited")}
-		default:
-		}
-		info, err := command(ctx, s.Addr(), "INFO", "server")
-		if err == nil && !strings.Contains(info, want) {
-			err = errors.New("another process answers on this port")
-		}
-		return err
+		s.process, err = proc.Start(ctx, proc.Spec{
+			Name:   "redis-server on " + s.Addr(),
+			Path:   bin,
+			Args:   args,
+			Dir:    dir,
+			Output: filepath.Join(dir, stdoutName),
+			Logs:   []string{filepath.Join(dir, logName)},
+			// INFO rather than PING: it also proves the answer comes from
+			// our process and not from some other server that got the port.
+			Ready: func(ctx context.Context, pid int) error {
+				info, err := command(ctx, s.Addr(), "INFO", "server")
+				if err == nil && !strings.Contains(info, fmt.Sprintf("process_id:%d\r\n", pid)) {
+					err = errors.New("another process answers on this port")
+				}
+				return err
+			},
+			ReadyTimeout: readyTimeout,
+		})
+		return s, err
 	})
-	if err == nil {
-		return nil
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
 	}
-	s.kill()
-	tail := s.logTail()
-	if strings.Contains(tail, "Address already in use") {
-		err = fmt.Errorf("%w (%w)", err, errAddrInUse)
-	}
-	return fmt.Errorf("%w\nlog tail (%s):\n%s", err, s.dir, tail)
-}
-
-// logTail returns the last lines of the server's log and stdout/stderr.
-func (s *Server) logTail() string {
-	var b strings.Builder
-	for _, name := range []string{stdoutName, logName} {
-		data, _ := os.ReadFile(filepath.Join(s.dir, name))
-		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-		for _, l := range lines[max(0, len(lines)-15):] {
-			if l != "" {
-				b.WriteString(l + "\n")
-			}
-		}
-	}
-	return b.String()
+	return s, nil
 }
 
 // Addr returns "127.0.0.1:PORT".
@@ -225,149 +175,17 @@ func (s *Server) Port() int { return s.port }
 // (redis.log), its stdout/stderr (stdout.log) and any config files.
 func (s *Server) Dir() string { return s.dir }
 
-// running reports whether the process is alive. s.mu must be held.
-func (s *Server) running() bool {
-	if s.done == nil {
-		return false
-	}
-	select {
-	case <-s.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// Running reports whether the process is alive (a paused process is alive).
-func (s *Server) Running() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.running()
-}
-
-// PID returns the pid of the running process, or 0 if it is not running.
-func (s *Server) PID() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.running() {
-		return 0
-	}
-	return s.cmd.Process.Pid
-}
-
-// kill sends SIGKILL and waits until the process has been reaped. s.mu
-// must be held.
-func (s *Server) kill() error {
-	if !s.running() {
-		return nil
-	}
-	err := s.cmd.Process.Kill()
-	<-s.done
-	s.paused = false
-	if err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("redisproc: kill %d: %w", s.cmd.Process.Pid, err)
-	}
-	return nil
-}
-
-// Kill sends SIGKILL and waits for the process to exit. It is a no-op if the
-// process is not running.
-func (s *Server) Kill() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.kill()
-}
-
-// Stop sends SIGTERM (resuming a paused process so it sees it) and waits for
-// the process to exit, sending SIGKILL after 5 seconds. It is a no-op if the
-// process is not running.
-func (s *Server) Stop() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.running() {
-		return nil
-	}
-	if err := s.signal(syscall.SIGTERM); err != nil {
-		return err
-	}
-	if s.paused {
-		s.signal(syscall.SIGCONT)
-		s.paused = false
-	}
-	select {
-	case <-s.done:
-		return nil
-	case <-time.After(stopTimeout):
-		return s.kill()
-	}
-}
-
-// signal sends sig to the process. s.mu must be held.
-func (s *Server) signal(sig syscall.Signal) error {
-	if !s.running() {
-		return errors.New("redisproc: redis-server on " + s.Addr() + " is not running")
-	}
-	if err := s.cmd.Process.Signal(sig); err != nil {
-		return fmt.Errorf("redisproc: %v to %d: %w", sig, s.cmd.Process.Pid, err)
-	}
-	return nil
-}
-
-// Pause stops the process with SIGSTOP: it keeps its port and accepts
-// connections but answers nothing until Resume.
-func (s *Server) Pause() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.signal(syscall.SIGSTOP); err != nil {
-		return err
-	}
-	s.paused = true
-	return nil
-}
-
-// Resume continues a paused process with SIGCONT.
-func (s *Server) Resume() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.signal(syscall.SIGCONT); err != nil {
-		return err
-	}
-	s.paused = false
-	return nil
-}
-
 // Restart kills the process if it is running and starts it again on the same
 // port with the same arguments and directory, returning once it answers
 // (within 10 seconds). Without persistence a restarted standalone server is
 // empty; a Sentinel keeps the state it wrote to its config file, and a
 // cluster node its nodes.conf.
-func (s *Server) Restart() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return errors.New("redisproc: restart of closed server " + s.Addr())
-	}
-	if err := s.kill(); err != nil {
-		return err
-	}
-	return s.start(context.Background())
-}
+func (s *Server) Restart() error { return s.process.Restart(context.Background()) }
 
-// Close kills the process (resuming it first if paused), waits for it to be
-// reaped and removes its directory. It is idempotent; a closed server cannot
-// be restarted.
+// Close kills the process, waits for it to be reaped and removes its
+// directory. It is idempotent; a closed server cannot be restarted.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil
-	}
-	s.closed = true
-	if s.paused {
-		s.signal(syscall.SIGCONT)
-	}
-	err := s.kill()
-	return errors.Join(err, os.RemoveAll(s.dir))
+	return errors.Join(s.process.Close(), os.RemoveAll(s.dir))
 }
 
 // closeAll closes every server, joining the errors.

@@ -1,12 +1,14 @@
 // Package zkproc starts real ZooKeeper servers (Debian's zookeeper package,
 // 3.8) on 127.0.0.1 for tests and tools: one standalone server, or an
-// ensemble of several.
+// ensemble of several (with Options.PeerProxies, one whose links between
+// servers can be cut: Isolate, Partition, Heal).
 //
-// Every server is a JVM started in its own process group with a small heap
-// (-Xmx128m -Xms32m -XX:+UseSerialGC), signalled only by its own PID and
-// reaped by a goroutine that ends when it exits. A server counts as started
-// once the srvr four-letter command reports it serving (ruok answers too
-// early). Close stops the process and removes its directory.
+// Every server is a JVM with a small heap (-Xmx128m -Xms32m
+// -XX:+UseSerialGC) run through internal/proc: in its own process group,
+// signalled only by its own PID and reaped by a goroutine that ends when it
+// exits. A server counts as started once the srvr four-letter command
+// reports it serving (ruok answers too early). Close stops the process and
+// removes its directory.
 package zkproc
 
 import (
@@ -16,13 +18,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/dlockgo/dlock/internal/freeport"
+	"github.com/dlockgo/dlock/internal/proc"
 )
 
 // ErrNoZooKeeper is returned (wrapped) when java or the ZooKeeper jars are
@@ -54,21 +56,32 @@ type Options struct {
 	// Dir is the parent of the servers' temporary directories; "" means the
 	// system temporary directory.
 	Dir string
+	// PeerProxies (StartEnsemble) routes the servers' quorum and election
+	// traffic through proxies in front of those ports, so that Isolate,
+	// Partition and Heal can cut and heal the links between servers;
+	// clients still reach every server directly.
+	PeerProxies bool
 }
 
-// Server is one ZooKeeper process. Its methods are safe for concurrent use.
-type Server struct {
-	dir   string
-	port  int
-	id    int // myid in an ensemble; 0 standalone
-	java  string
-	flags []string
+// process is embedded under a name of its own, so that its methods are
+// the Server's but the field is not exported.
+type process = proc.Process
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{}
-	paused bool
-	closed bool
+// Server is one ZooKeeper process. Its methods are safe for concurrent use.
+//
+// From the embedded process it has Running, PID, Kill, Stop (SIGTERM, then
+// SIGKILL after 10 s), Pause (SIGSTOP, returning once every thread of the
+// JVM has stopped: it keeps its sockets but answers nothing), Resume,
+// LogTail, and Restart(ctx), which kills the server if it runs, starts it
+// again on the same ports and data and waits until it serves (an ensemble
+// member: as leader or follower, so a quorum must be up); after Close it
+// fails.
+type Server struct {
+	dir      string
+	port     int
+	id       int       // myid in an ensemble; 0 standalone
+	peer     peerPorts // in an ensemble: the quorum and election ports it binds
+	*process           // nil until launched
 }
 
 // Start starts a standalone server and returns once it serves.
@@ -77,22 +90,20 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	for attempt := 1; ; attempt++ {
-		s, err := newServer(o, java, 0)
+	return proc.Retry(3, func() (*Server, error) {
+		s, err := newServer(o, 0)
 		if err != nil {
 			return nil, err
 		}
 		if err = s.writeConfig(o, nil); err == nil {
-			err = s.start(ctx, "standalone")
+			s.process, err = proc.Start(ctx, s.spec(java, o))
 		}
-		if err == nil {
-			return s, nil
-		}
-		s.Close()
-		if attempt == 3 || !errors.Is(err, errAddrInUse) {
+		if err != nil {
+			s.Close()
 			return nil, err
 		}
-	}
+		return s, nil
+	})
 }
 
 // lookJava finds java and the ZooKeeper jar, or returns ErrNoZooKeeper.
@@ -107,7 +118,7 @@ func lookJava() (string, error) {
 	return java, nil
 }
 
-func newServer(o Options, java string, id int) (*Server, error) {
+func newServer(o Options, id int) (*Server, error) {
 	dir, err := os.MkdirTemp(o.Dir, "zookeeper-")
 	if err != nil {
 		return nil, fmt.Errorf("zkproc: %w", err)
@@ -117,12 +128,38 @@ func newServer(o Options, java string, id int) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("zkproc: %w", err)
 	}
-	s := &Server{dir: dir, port: port, id: id, java: java}
-	s.flags = []string{"-Xmx128m", "-Xms32m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"}
+	return &Server{dir: dir, port: port, id: id}, nil
+}
+
+// spec returns how to run the server: a small JVM, ready once srvr reports
+// it serving standalone (or, in an ensemble, as leader or follower).
+func (s *Server) spec(java string, o Options) proc.Spec {
+	args := []string{"-Xmx128m", "-Xms32m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"}
 	if !o.ForceSync {
-		s.flags = append(s.flags, "-Dzookeeper.forceSync=no")
+		args = append(args, "-Dzookeeper.forceSync=no")
 	}
-	return s, nil
+	args = append(args, "-cp", Jar+":"+loggerJar,
+		"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(s.dir, "zoo.cfg"))
+	want := []string{"standalone"}
+	if s.id != 0 {
+		want = []string{"leader", "follower"}
+	}
+	return proc.Spec{
+		Name:   fmt.Sprintf("zookeeper %d on %s", s.id, s.Addr()),
+		Path:   java,
+		Args:   args,
+		Dir:    s.dir,
+		Output: filepath.Join(s.dir, logName),
+		Ready: func(ctx context.Context, _ int) error {
+			mode, err := s.Mode(ctx)
+			if err == nil && !slices.Contains(want, mode) {
+				err = fmt.Errorf("mode %q", mode)
+			}
+			return err
+		},
+		ReadyTimeout: readyTimeout,
+		StopTimeout:  stopTimeout,
+	}
 }
 
 // writeConfig writes zoo.cfg (and myid for an ensemble member).
@@ -154,93 +191,6 @@ func (s *Server) writeConfig(o Options, members []string) error {
 	return os.WriteFile(filepath.Join(s.dir, "zoo.cfg"), []byte(strings.Join(cfg, "\n")+"\n"), 0o644)
 }
 
-var errAddrInUse = errors.New("address already in use")
-
-// launch runs the JVM; s.mu is held.
-func (s *Server) launch() error {
-	out, err := os.OpenFile(filepath.Join(s.dir, logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("zkproc: %w", err)
-	}
-	args := append(append([]string{}, s.flags...),
-		"-cp", Jar+":"+loggerJar,
-		"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(s.dir, "zoo.cfg"))
-	cmd := exec.Command(s.java, args...)
-	cmd.Dir = s.dir
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
-	out.Close()
-	if err != nil {
-		return fmt.Errorf("zkproc: starting java: %w", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(done)
-	}()
-	s.cmd, s.done, s.paused = cmd, done, false
-	return nil
-}
-
-// start launches the server and waits for srvr to report a mode in want
-// ("standalone", or "leader|follower" for an ensemble member).
-func (s *Server) start(ctx context.Context, want string) error {
-	s.mu.Lock()
-	err := s.launch()
-	s.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	return s.waitServing(ctx, want)
-}
-
-// waitServing polls srvr until the mode matches one of want ("a|b").
-func (s *Server) waitServing(ctx context.Context, want string) error {
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	s.mu.Lock()
-	done := s.done
-	s.mu.Unlock()
-	var last error
-	for {
-		select {
-		case <-done:
-			err := errors.New("zkproc: the server exited")
-			tail := s.logTail()
-			if strings.Contains(tail, "Address already in use") {
-				err = fmt.Errorf("%w (%w)", err, errAddrInUse)
-			}
-			return fmt.Errorf("%w\nlog tail (%s):\n%s", err, s.dir, tail)
-		default:
-		}
-		mode, err := s.Mode(ctx)
-		if err == nil {
-			for _, w := range strings.Split(want, "|") {
-				if mode == w {
-					return nil
-				}
-			}
-			err = fmt.Errorf("mode %q", mode)
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("zkproc: waiting for %s to serve: %w (last: %v)\nlog tail:\n%s", s.Addr(), ctx.Err(), last, s.logTail())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-func (s *Server) logTail() string {
-	b, _ := os.ReadFile(filepath.Join(s.dir, logName))
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // Addr returns the client address, 127.0.0.1:port.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
@@ -250,119 +200,12 @@ func (s *Server) ID() int { return s.id }
 // Dir returns the server's directory (zoo.cfg, data, zookeeper.log).
 func (s *Server) Dir() string { return s.dir }
 
-// PID returns the process id, or 0 if the server is not running.
-func (s *Server) PID() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.running() {
-		return 0
-	}
-	return s.cmd.Process.Pid
-}
-
-// running reports whether the process is alive; s.mu is held.
-func (s *Server) running() bool {
-	if s.cmd == nil {
-		return false
-	}
-	select {
-	case <-s.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// Kill sends SIGKILL and waits for the process to exit.
-func (s *Server) Kill() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.kill()
-}
-
-func (s *Server) kill() error {
-	if !s.running() {
-		return nil
-	}
-	err := s.cmd.Process.Signal(syscall.SIGKILL)
-	<-s.done
-	s.paused = false
-	return err
-}
-
-// Stop sends SIGTERM, waits up to 10s, then SIGKILL.
-func (s *Server) Stop() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.running() {
-		return nil
-	}
-	if s.paused {
-		s.cmd.Process.Signal(syscall.SIGCONT)
-	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-		s.paused = false
-		return nil
-	case <-time.After(stopTimeout):
-		return s.kill()
-	}
-}
-
-// Pause sends SIGSTOP: the server stops answering but keeps its sockets.
-func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP, true) }
-
-// Resume sends SIGCONT to a paused server.
-func (s *Server) Resume() error { return s.signal(syscall.SIGCONT, false) }
-
-func (s *Server) signal(sig syscall.Signal, paused bool) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.running() {
-		return errors.New("zkproc: server not running")
-	}
-	if err := s.cmd.Process.Signal(sig); err != nil {
-		return err
-	}
-	s.paused = paused
-	return nil
-}
-
-// Restart starts a stopped or killed server again on the same port and
-// data, and waits until it serves (an ensemble member: as leader or
-// follower, so a quorum must be up).
-func (s *Server) Restart(ctx context.Context) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return errors.New("zkproc: server closed")
-	}
-	if s.running() {
-		s.mu.Unlock()
-		return errors.New("zkproc: server still running")
-	}
-	err := s.launch()
-	s.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	want := "standalone"
-	if s.id != 0 {
-		want = "leader|follower"
-	}
-	return s.waitServing(ctx, want)
-}
-
-// Close stops the server and removes its directory. It is idempotent.
+// Close stops the server (SIGTERM, then SIGKILL after 10 s) and removes
+// its directory. It is idempotent; a closed server cannot be restarted.
 func (s *Server) Close() error {
-	err := s.Stop()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil
+	var err error
+	if s.process != nil {
+		err = errors.Join(s.Stop(), s.process.Close())
 	}
-	s.closed = true
-	os.RemoveAll(s.dir)
-	return err
+	return errors.Join(err, os.RemoveAll(s.dir))
 }

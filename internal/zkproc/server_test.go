@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dlockgo/dlock/internal/proc"
 )
 
 func TestStandalone(t *testing.T) {
@@ -21,6 +23,10 @@ func TestStandalone(t *testing.T) {
 	}
 	if err := s.Pause(); err != nil {
 		t.Fatal(err)
+	}
+	// Every thread of the JVM has stopped by the time Pause returns.
+	if stopped, err := proc.Stopped(pid); err != nil || !stopped {
+		t.Fatalf("a paused JVM has threads that run: %v, %v", stopped, err)
 	}
 	short, c2 := context.WithTimeout(ctx, 500*time.Millisecond)
 	if _, err := s.Mode(short); err == nil {

@@ -19,7 +19,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/dlockgo/dlock/internal/freeport"
 	"os"
 	"os/exec"
 	"os/user"
@@ -29,10 +28,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/dlockgo/dlock/internal/freeport"
+	"github.com/dlockgo/dlock/internal/proc"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -70,17 +70,22 @@ type Options struct {
 	Settings []string
 }
 
+// process is embedded under a name of its own, so that its methods are
+// the Server's but the field is not exported.
+type process = proc.Process
+
 // Server is one running PostgreSQL server. Its methods are safe for
 // concurrent use.
+//
+// From the embedded process it has Running, PID, Kill, Stop (fast
+// shutdown: SIGINT, then SIGQUIT, then SIGKILL, 10 s apart), Pause
+// (SIGSTOP of the postmaster, returning once its threads have stopped),
+// Resume, LogTail and Restart(ctx).
 type Server struct {
 	dir  string
 	data string
 	port int
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{}
-	closed bool
+	*process
 }
 
 // Start runs initdb and starts postgres on a free loopback port, returning
@@ -105,8 +110,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			return nil, fmt.Errorf("pgproc: %w", err)
 		}
 	}
-	s := &Server{dir: dir, data: filepath.Join(dir, "data")}
-	cmd := exec.CommandContext(ctx, initdb, "-D", s.data, "-U", "postgres", "-A", "trust",
+	data := filepath.Join(dir, "data")
+	cmd := exec.CommandContext(ctx, initdb, "-D", data, "-U", "postgres", "-A", "trust",
 		"-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
 	cmd.Env = env()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
@@ -115,89 +120,40 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		return nil, fmt.Errorf("pgproc: initdb: %w\n%s", err, tail(string(out)))
 	}
 	settings := slices.Concat(DefaultSettings, o.Settings)
-	for attempt := 1; ; attempt++ {
-		if s.port, err = freeport.Take(false); err != nil {
-			break
+	s, err := proc.Retry(startAttempts, func() (*Server, error) {
+		port, err := freeport.Take(false)
+		if err != nil {
+			return nil, fmt.Errorf("pgproc: %w", err)
 		}
-		s.mu.Lock()
-		err = s.start(ctx, postgres, cred, settings)
-		s.mu.Unlock()
-		if err == nil {
-			return s, nil
+		s := &Server{dir: dir, data: data, port: port}
+		args := []string{"-D", data, "-p", strconv.Itoa(s.port),
+			"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="}
+		for _, kv := range settings {
+			args = append(args, "-c", kv)
 		}
-		if attempt == startAttempts || !strings.Contains(err.Error(), "already in use") {
-			break
-		}
-	}
-	os.RemoveAll(dir)
-	return nil, err
-}
-
-// start runs postgres and waits until it answers. s.mu must be held.
-func (s *Server) start(ctx context.Context, bin string, cred *syscall.Credential, settings []string) error {
-	logf, err := os.OpenFile(filepath.Join(s.dir, logName), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		s.process, err = proc.Start(ctx, proc.Spec{
+			Name:         "postgres on " + s.Addr(),
+			Path:         postgres,
+			Args:         args,
+			Env:          env(),
+			Dir:          dir,
+			Output:       filepath.Join(dir, logName),
+			Credential:   cred,
+			Ready:        func(ctx context.Context, _ int) error { return s.ping(ctx) },
+			ReadyTimeout: readyTimeout,
+			StopSignals:  []syscall.Signal{syscall.SIGINT, syscall.SIGQUIT}, // fast, then immediate shutdown
+			StopTimeout:  stopTimeout,
+		})
+		return s, err
+	})
 	if err != nil {
-		return fmt.Errorf("pgproc: %w", err)
+		os.RemoveAll(dir)
+		return nil, err
 	}
-	args := []string{"-D", s.data, "-p", strconv.Itoa(s.port),
-		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="}
-	for _, kv := range settings {
-		args = append(args, "-c", kv)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = env()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
-	err = cmd.Start()
-	logf.Close()
-	if err != nil {
-		return fmt.Errorf("pgproc: starting postgres: %w", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(done)
-	}()
-	s.cmd, s.done = cmd, done
-
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	err = s.waitReady(ctx, done)
-	if err == nil {
-		return nil
-	}
-	s.stop()
-	return fmt.Errorf("%w\nlog tail (%s):\n%s", err, s.dir, s.logTail())
+	return s, nil
 }
 
-// waitReady polls until our own server (same data directory) answers.
-func (s *Server) waitReady(ctx context.Context, done <-chan struct{}) error {
-	backoff := 10 * time.Millisecond
-	var last error
-	for {
-		select {
-		case <-done:
-			return errors.New("pgproc: postgres exited during startup")
-		default:
-		}
-		last = s.ping(ctx)
-		if last == nil {
-			return nil
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("pgproc: waiting for postgres on %s: %w (last error: %v)", s.Addr(), ctx.Err(), last)
-		case <-done:
-			t.Stop()
-			return errors.New("pgproc: postgres exited during startup")
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 200*time.Millisecond)
-	}
-}
-
+// ping returns nil once our own server (same data directory) answers.
 func (s *Server) ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -259,53 +215,9 @@ func (s *Server) admin(ctx context.Context, name, stmt string) (string, error) {
 	return s.DSN(name), nil
 }
 
-// running reports whether postgres is alive. s.mu must be held.
-func (s *Server) running() bool {
-	if s.done == nil {
-		return false
-	}
-	select {
-	case <-s.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// stop shuts postgres down: SIGINT (fast shutdown), then SIGQUIT
-// (immediate), then SIGKILL, each after a wait. s.mu must be held.
-func (s *Server) stop() {
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGQUIT, syscall.SIGKILL} {
-		if !s.running() {
-			return
-		}
-		_ = s.cmd.Process.Signal(sig)
-		select {
-		case <-s.done:
-			return
-		case <-time.After(stopTimeout):
-		}
-	}
-}
-
 // Close stops the server and removes its directory. It is idempotent.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil
-	}
-	s.closed = true
-	s.stop()
-	if s.running() {
-		return fmt.Errorf("pgproc: postgres %d did not stop", s.cmd.Process.Pid)
-	}
-	return os.RemoveAll(s.dir)
-}
-
-func (s *Server) logTail() string {
-	data, _ := os.ReadFile(filepath.Join(s.dir, logName))
-	return tail(string(data))
+	return errors.Join(s.Stop(), s.process.Close(), os.RemoveAll(s.dir))
 }
 
 func tail(text string) string {
