@@ -148,7 +148,8 @@ func newDrillCmd() *cobra.Command {
 			return usagef("drill: name a drill (see dlock drill --help)")
 		},
 	}
-	cmd.AddCommand(newMisdeleteCmd(), newLeaseCmd(), newContentionCmd(), newPauseCmd(), newPauseHolderCmd(), newFailoverCmd(), newRedLockCmd())
+	cmd.AddCommand(newMisdeleteCmd(), newLeaseCmd(), newContentionCmd(), newPauseCmd(), newPauseHolderCmd(), newFailoverCmd(), newRedLockCmd(),
+		newLeaderCmd(), newLeaderReplicaCmd())
 	return cmd
 }
 

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dlockgo/dlock/observe"
-
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/observe"
+	"github.com/dlockgo/dlock/seam"
 )
 
 // The backends.
@@ -49,6 +49,11 @@ type ClientOptions struct {
 	// lease's TTL on etcd, the session timeout on ZooKeeper (each server
 	// may round it up to its minimum). 0: the backend's default.
 	Session time.Duration
+	// Prefix is where the locks live: the key prefix on Redis
+	// (dlock.Config.Prefix) and etcd (etcdlock.Config.Prefix), the root
+	// znode on ZooKeeper (zklock.Config.Root). "": the backend's default.
+	// Clients that share locks must share it.
+	Prefix string
 }
 
 // Client is one actor's connection to the lock service. Its lockers are
@@ -58,6 +63,16 @@ type Client interface {
 	Mutex(name string) dlock.Locker
 	// Lock returns the reentrant exclusive lock name.
 	Lock(name string) dlock.Locker
+	// Inspect reads who holds the lock name, of any shape, without
+	// changing it (seam.Inspector: the same meaning of every field on
+	// every backend).
+	Inspect(ctx context.Context, name string) (seam.Info, error)
+	// Session is how long the service keeps this client's renewed locks
+	// past its last sign of life, as the client holds them: the watchdog
+	// timeout on Redis, the session lease's TTL on etcd (in whole seconds
+	// rounded up, as etcd counts it; a server whose minimum TTL is longer
+	// raises it), the negotiated session timeout on ZooKeeper.
+	Session() time.Duration
 	// Close releases what the client still holds (reported lost to its
 	// holders) and closes its connections.
 	Close() error

@@ -13,6 +13,7 @@ import (
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/etcdlock"
 	"github.com/dlockgo/dlock/internal/etcdproc"
+	"github.com/dlockgo/dlock/seam"
 )
 
 const (
@@ -63,7 +64,7 @@ func openEtcd(ctx context.Context, addr string) (*Backend, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := etcdlock.New(cli, etcdlock.Config{TTL: max(ttl, etcdMinSession), Observer: o.Observer, Label: o.Label})
+		c, err := etcdlock.New(cli, etcdlock.Config{Prefix: o.Prefix, TTL: max(ttl, etcdMinSession), Observer: o.Observer, Label: o.Label})
 		if err != nil {
 			cli.Close()
 			return nil, err
@@ -91,5 +92,14 @@ type etcdClient struct {
 
 func (e *etcdClient) Mutex(name string) dlock.Locker { return e.c.Mutex(name) }
 func (e *etcdClient) Lock(name string) dlock.Locker  { return e.c.Lock(name) }
+
+func (e *etcdClient) Inspect(ctx context.Context, name string) (seam.Info, error) {
+	return e.c.Inspect(ctx, name)
+}
+
+// Session is the TTL in whole seconds, rounded up as etcd counts it.
+func (e *etcdClient) Session() time.Duration {
+	return (e.c.TTL() + time.Second - 1).Truncate(time.Second)
+}
 
 func (e *etcdClient) Close() error { return errors.Join(e.c.Close(), e.cli.Close()) }

@@ -1,17 +1,20 @@
 package backend
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/url"
 	"os/exec"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/redisproc"
+	"github.com/dlockgo/dlock/seam"
 )
 
 // openRedis opens the Redis at url, or the embedded default.
@@ -87,8 +90,9 @@ func (b *Backend) RedisClient() (*redis.Client, error) {
 
 // redisClient is one actor's go-redis client and dlock client.
 type redisClient struct {
-	rdb   *redis.Client
-	locks *dlock.Client
+	rdb     *redis.Client
+	locks   *dlock.Client
+	session time.Duration // the watchdog timeout
 }
 
 // newRedisClient returns a client on the Redis at url (not checked: the
@@ -102,15 +106,20 @@ func newRedisClient(url string, o ClientOptions) (Client, error) {
 		return nil, err
 	}
 	rdb := redis.NewClient(ro)
-	locks, err := dlock.New(rdb, dlock.Config{Label: o.Label, Observer: o.Observer, WatchdogTimeout: o.Session})
+	locks, err := dlock.New(rdb, dlock.Config{Prefix: o.Prefix, Label: o.Label, Observer: o.Observer, WatchdogTimeout: o.Session})
 	if err != nil {
 		rdb.Close()
 		return nil, err
 	}
-	return &redisClient{rdb: rdb, locks: locks}, nil
+	return &redisClient{rdb: rdb, locks: locks, session: cmp.Or(o.Session, dlock.DefaultWatchdogTimeout)}, nil
 }
 
 func (c *redisClient) Mutex(name string) dlock.Locker { return c.locks.Mutex(name) }
 func (c *redisClient) Lock(name string) dlock.Locker  { return c.locks.Lock(name) }
+func (c *redisClient) Session() time.Duration         { return c.session }
+
+func (c *redisClient) Inspect(ctx context.Context, name string) (seam.Info, error) {
+	return c.locks.Inspect(ctx, name)
+}
 
 func (c *redisClient) Close() error { return errors.Join(c.locks.Close(), c.rdb.Close()) }
