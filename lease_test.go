@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/redistest"
+	"github.com/dlockgo/dlock/seam"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -278,5 +279,37 @@ func TestNoZombieHold(t *testing.T) {
 	}
 	if s := c.Stats(); s.Holds != 0 || s.Watched != 0 {
 		t.Fatalf("after %d rounds (%d granted): %+v — a zombie hold", 60, got, s)
+	}
+}
+
+// A lease lost while Redis is frozen (SIGSTOP) is unlocked at once: Unlock
+// tries the release for at most LostReleaseTimeout and returns the loss,
+// even with a ctx that never ends.
+func TestUnlockLostWhileUnreachable(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redistest.Client(t, srv)
+	c := newClient(t, rdb, dlock.Config{WatchdogTimeout: 300 * time.Millisecond})
+	ctx := context.Background()
+	l, err := c.Mutex("frozen").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Resume()
+	select {
+	case <-l.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lease was not lost with Redis frozen")
+	}
+	start := time.Now()
+	err = l.Unlock(ctx)
+	took := time.Since(start)
+	if !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("Unlock of the lost lease: %v, want ErrLockLost", err)
+	}
+	if took > seam.LostReleaseTimeout+2*time.Second {
+		t.Fatalf("Unlock took %v with Redis frozen (bound %v)", took, seam.LostReleaseTimeout)
 	}
 }

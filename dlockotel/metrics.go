@@ -10,6 +10,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
+// maxValueLen caps an attribute value made from a lock's data, in bytes.
+const maxValueLen = 64
+
 // The attribute keys.
 const (
 	keyBackend       = attribute.Key("dlock.backend")
@@ -116,7 +119,7 @@ func newLabels(backend, shape, group string, hasGroup bool) *labels {
 	if backend != "" {
 		kvs = append(kvs, keyBackend.String(backend))
 	}
-	kvs = append(kvs, keyShape.String(cleanValue(shape, maxGroupLen)))
+	kvs = append(kvs, keyShape.String(observe.CleanValue(shape, maxValueLen)))
 	if hasGroup {
 		kvs = append(kvs, keyGroup.String(group))
 	}
@@ -164,5 +167,5 @@ func (l *labels) lostBy(r observe.LostReason) rec {
 	}
 	// A reason this package does not know yet: recorded as it is (the
 	// backends' reasons are a small fixed set).
-	return newRec(append(l.attrs, keyLossReason.String(cleanValue(string(r), maxGroupLen)))...)
+	return newRec(append(l.attrs, keyLossReason.String(observe.CleanValue(string(r), maxValueLen)))...)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/dlockotel"
+	"github.com/dlockgo/dlock/observe"
 )
 
 // WithLockNames puts the name on spans, never on metrics; WithGroup puts
@@ -29,7 +30,7 @@ func TestNamesAndGroups(t *testing.T) {
 	if len(acq) != 4 || len(holds) != 4 {
 		t.Fatalf("%d acquire and %d hold spans, want 4 each", len(acq), len(holds))
 	}
-	wantGroup := []string{"stock", "order", dlockotel.OtherGroup, dlockotel.OtherGroup}
+	wantGroup := []string{"stock", "order", observe.OtherGroup, observe.OtherGroup}
 	for i, name := range []string{"stock:1", "order:2", "user:3", "user:4"} {
 		wantAttrs(t, acq[i], map[string]any{"dlock.lock.name": name, "dlock.lock.group": wantGroup[i]})
 		wantAttrs(t, holds[i], map[string]any{"dlock.lock.name": name, "dlock.lock.group": wantGroup[i]})
@@ -44,7 +45,7 @@ func TestNamesAndGroups(t *testing.T) {
 		}
 	}
 	r.wantHist(t, 1, "dlock.acquire.duration", "dlock.lock.group", "stock")
-	r.wantHist(t, 2, "dlock.acquire.duration", "dlock.lock.group", dlockotel.OtherGroup)
+	r.wantHist(t, 2, "dlock.acquire.duration", "dlock.lock.group", observe.OtherGroup)
 }
 
 // Without WithLockNames and WithGroup, nothing derived from the name is

@@ -23,7 +23,7 @@ type Observer struct {
 	m       instruments
 	backend string
 	names   bool
-	groups  *groups // nil: no dlock.lock.group
+	groups  *observe.Groups // nil: no dlock.lock.group
 	slow    slowHolds
 
 	mu     sync.RWMutex
@@ -41,7 +41,7 @@ type pair struct{ shape, group string }
 // It returns an error, and no Observer, if an option is invalid or an
 // instrument cannot be made.
 func New(opts ...Option) (*Observer, error) {
-	cfg := config{maxGroups: DefaultMaxGroups, slowAfter: DefaultSlowHold}
+	cfg := config{maxGroups: observe.DefaultMaxGroups, slowAfter: DefaultSlowHold}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -69,7 +69,7 @@ func New(opts ...Option) (*Observer, error) {
 		labels:  make(map[pair]*labels),
 	}
 	if cfg.group != nil {
-		o.groups = newGroups(cfg.group, cfg.maxGroups)
+		o.groups = observe.NewGroups(cfg.group, cfg.maxGroups)
 	}
 	return o, nil
 }
@@ -80,7 +80,7 @@ func New(opts ...Option) (*Observer, error) {
 func (o *Observer) labelsOf(shape, name string) *labels {
 	p := pair{shape: shape}
 	if o.groups != nil {
-		p.group = o.groups.of(name)
+		p.group = o.groups.Of(name)
 	}
 	o.mu.RLock()
 	l := o.labels[p]

@@ -10,10 +10,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// DefaultMaxGroups is the default limit of distinct dlock.lock.group
-// values (WithGroup).
-const DefaultMaxGroups = 100
-
 // DefaultSlowHold is the default slow-hold threshold (WithSlowHold), the
 // same as dlockprom's.
 const DefaultSlowHold = 3 * time.Second
@@ -88,9 +84,9 @@ func WithLockNames() Option {
 
 // WithGroup records f(name) as dlock.lock.group on every span and metric: a
 // bounded label for the lock name, such as "stock" for "stock:1001"
-// (dlockprom.DefaultGroup is such a function). Whatever f returns, at most
-// WithMaxGroups distinct values are used, later ones become OtherGroup; an
-// empty result becomes NoGroup, invalid UTF-8 is replaced and values are cut
+// (observe.DefaultGroup is such a function). Whatever f returns, at most
+// WithMaxGroups distinct values are used, later ones become observe.OtherGroup; an
+// empty result becomes observe.NoGroup, invalid UTF-8 is replaced and values are cut
 // to 64 bytes. Without this option nothing derived from the name is
 // recorded.
 func WithGroup(f func(name string) string) Option {
@@ -104,8 +100,8 @@ func WithGroup(f func(name string) string) Option {
 }
 
 // WithMaxGroups limits the distinct dlock.lock.group values to n (default
-// DefaultMaxGroups); the names of further groups are recorded under
-// OtherGroup.
+// observe.DefaultMaxGroups); the names of further groups are recorded under
+// observe.OtherGroup.
 func WithMaxGroups(n int) Option {
 	return func(c *config) error {
 		if n < 1 {

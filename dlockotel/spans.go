@@ -28,7 +28,7 @@ func (o *Observer) startOpts(l *labels, name string) []trace.SpanStartOption {
 	if !o.names {
 		return l.span
 	}
-	return []trace.SpanStartOption{internal, trace.WithAttributes(append(l.attrs, keyName.String(cleanValue(name, 0)))...)}
+	return []trace.SpanStartOption{internal, trace.WithAttributes(append(l.attrs, keyName.String(observe.CleanValue(name, 0)))...)}
 }
 
 // startedAt returns startOpts with the span's start time t (a span made
@@ -76,7 +76,7 @@ func (o *Observer) holdSpan(l *labels, name string, token int64, held, lease tim
 		span.SetAttributes(keyHoldLease.Float64(lease.Seconds()))
 	}
 	if lost != "" {
-		span.AddEvent(eventLost, trace.WithTimestamp(end), trace.WithAttributes(keyLossReason.String(cleanValue(string(lost), maxGroupLen))))
+		span.AddEvent(eventLost, trace.WithTimestamp(end), trace.WithAttributes(keyLossReason.String(observe.CleanValue(string(lost), maxValueLen))))
 		span.SetStatus(codes.Error, "lock lost ("+string(lost)+")")
 	}
 	span.End(trace.WithTimestamp(end))

@@ -3,8 +3,9 @@ package dlockprom_test
 import (
 	"context"
 	"fmt"
-	"github.com/dlockgo/dlock/observe"
 	"testing"
+
+	"github.com/dlockgo/dlock/observe"
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/dlockprom"

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/dlockgo/dlock/observe"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlockgo/dlock/observe"
 
 	"github.com/dlockgo/dlock/dlockprom"
 	"github.com/prometheus/client_golang/prometheus"

@@ -6,7 +6,7 @@
 //	client, err := dlock.New(rdb, dlock.Config{Observer: obs})
 //
 // Every metric carries the labels shape (mutex, lock, fair, rw_read, ...)
-// and group (a bounded function of the lock name, see DefaultGroup); raw
+// and group (a bounded function of the lock name, see observe.DefaultGroup); raw
 // lock names are never label values. The metrics (with the default
 // namespace "dlock"):
 //
@@ -25,19 +25,17 @@ package dlockprom
 
 import (
 	"fmt"
-	"github.com/dlockgo/dlock/observe"
 	"log/slog"
 	"os"
 	"regexp"
 	"sync"
 	"time"
 
+	"github.com/dlockgo/dlock/observe"
+
 	"github.com/dlockgo/dlock"
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-// DefaultMaxGroups is the default limit of distinct group label values.
-const DefaultMaxGroups = 100
 
 // Bucket boundaries of the histograms.
 var (
@@ -51,7 +49,7 @@ var (
 // metrics and a prometheus.Collector that exports them. One Observer may
 // serve several Clients. It is safe for concurrent use.
 type Observer struct {
-	groups *groups
+	groups *observe.Groups
 	slow   slowHolds
 	pairs  sync.Map // pair: the (shape, group) pairs seen, whose counters exist
 
@@ -97,8 +95,8 @@ func WithNamespace(ns string) Option {
 }
 
 // WithGroup sets the function that maps a lock name to its group label value
-// (default DefaultGroup). Whatever it returns, at most WithMaxGroups distinct
-// values are used; an empty result becomes NoGroup, invalid UTF-8 is
+// (default observe.DefaultGroup). Whatever it returns, at most WithMaxGroups distinct
+// values are used; an empty result becomes observe.NoGroup, invalid UTF-8 is
 // replaced and values are cut to 64 bytes.
 func WithGroup(f func(name string) string) Option {
 	return func(c *config) error {
@@ -111,7 +109,7 @@ func WithGroup(f func(name string) string) Option {
 }
 
 // WithMaxGroups limits the distinct group label values to n (default 100);
-// names of further groups are recorded under OtherGroup.
+// names of further groups are recorded under observe.OtherGroup.
 func WithMaxGroups(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
@@ -155,7 +153,7 @@ func WithLogger(l *slog.Logger) Option {
 // New returns an Observer. Register it with a prometheus.Registerer and pass
 // it to dlock.Config.Observer (or another backend's Config).
 func New(opts ...Option) (*Observer, error) {
-	cfg := config{namespace: "dlock", group: DefaultGroup, maxGroups: DefaultMaxGroups, slowAfter: DefaultSlowHold}
+	cfg := config{namespace: "dlock", group: observe.DefaultGroup, maxGroups: observe.DefaultMaxGroups, slowAfter: DefaultSlowHold}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -175,7 +173,7 @@ func New(opts ...Option) (*Observer, error) {
 		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: name, Help: help, Buckets: buckets}, labels)
 	}
 	return &Observer{
-		groups: newGroups(cfg.group, cfg.maxGroups),
+		groups: observe.NewGroups(cfg.group, cfg.maxGroups),
 		slow:   slowHolds{after: cfg.slowAfter, logger: cfg.logger, host: host, pid: os.Getpid(), warned: make(map[holdKey]struct{})},
 
 		acquire: counter("acquire_total", "Acquire calls by result (acquired, not_acquired, error): the acquire-failure rate.", "result"),
@@ -225,7 +223,7 @@ var lostReasons = []observe.LostReason{observe.LostExpired, observe.LostDeletedO
 // is seen, creates its counters at 0: the alerts' increase() then sees the
 // first loss, unlock-found-lost or slow hold of the pair too.
 func (o *Observer) group(shape, name string) string {
-	g := o.groups.of(name)
+	g := o.groups.Of(name)
 	p := pair{shape, g}
 	if _, ok := o.pairs.Load(p); ok {
 		return g

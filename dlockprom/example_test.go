@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/dlockprom"
+	"github.com/dlockgo/dlock/observe"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
@@ -18,9 +19,9 @@ import (
 func ExampleNew() {
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", "shop")
 	obs, err := dlockprom.New(
-		dlockprom.WithLogger(logger),                // slow holds are logged at Warn
-		dlockprom.WithSlowHold(3*time.Second),       // the default
-		dlockprom.WithGroup(dlockprom.DefaultGroup), // "stock:1001" → group "stock"
+		dlockprom.WithLogger(logger),              // slow holds are logged at Warn
+		dlockprom.WithSlowHold(3*time.Second),     // the default
+		dlockprom.WithGroup(observe.DefaultGroup), // "stock:1001" → group "stock"
 	)
 	if err != nil {
 		panic(err)

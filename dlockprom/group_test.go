@@ -3,39 +3,17 @@ package dlockprom_test
 import (
 	"errors"
 	"fmt"
-	"github.com/dlockgo/dlock/observe"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/dlockgo/dlock/observe"
+
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/dlockprom"
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-func TestDefaultGroup(t *testing.T) {
-	for name, want := range map[string]string{
-		"stock:1001":                             "stock",
-		"stock":                                  "stock",
-		"stock:":                                 "stock",
-		"order:pay:9001":                         "order:pay",
-		"lock:stock:{1001}":                      "lock:stock",
-		"user:alice":                             "user:alice",
-		"user:9f8e7d6c-0000":                     "user",
-		"1001":                                   dlockprom.NoGroup,
-		":x":                                     dlockprom.NoGroup,
-		"a::b":                                   "a",
-		"cart:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa": "cart", // a long segment is an id
-		"sku-1:x":                                dlockprom.NoGroup,
-		"job.daily:report":                       "job.daily:report",
-		"stock:ä":                                "stock",
-	} {
-		if got := dlockprom.DefaultGroup(name); got != want {
-			t.Errorf("DefaultGroup(%q) = %q, want %q", name, got, want)
-		}
-	}
-}
 
 // 10 000 distinct lock names, acquired and released on a real Redis, make
 // one series per group, never one per name.
@@ -80,7 +58,7 @@ func TestTenThousandNamesBoundedSeries(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	want := []string{dlockprom.NoGroup, "order", "stock", "user"}
+	want := []string{observe.NoGroup, "order", "stock", "user"}
 	for _, metric := range []string{"dlock_acquire_total", "dlock_acquire_wait_seconds", "dlock_hold_seconds", "dlock_hold_lease_ratio",
 		"dlock_held_leases", "dlock_lost_total", "dlock_unlock_found_lost_total", "dlock_slow_holds_total"} {
 		if got := distinct(labelValues(gather(t, r.reg, metric), "group")); strings.Join(got, ",") != strings.Join(want, ",") {
@@ -122,10 +100,10 @@ func TestMaxGroups(t *testing.T) {
 	}
 	obs.ObserveAcquire(observe.AcquireEvent{Shape: "mutex", Name: "bad\xff\xfe", Result: observe.NotAcquired}) // invalid UTF-8
 	if groups := distinct(labelValues(gather(t, reg, "dlock_acquire_total"), "group")); len(groups) != 51 {
-		t.Fatalf("%d groups, want 51 (50 + %s)", len(groups), dlockprom.OtherGroup)
+		t.Fatalf("%d groups, want 51 (50 + %s)", len(groups), observe.OtherGroup)
 	}
-	if s := get(t, reg, "dlock_acquire_total", "group", dlockprom.OtherGroup, "result", "not_acquired"); s.value != 10000-50+1 {
-		t.Fatalf("%s = %v, want %d", dlockprom.OtherGroup, s.value, 10000-50+1)
+	if s := get(t, reg, "dlock_acquire_total", "group", observe.OtherGroup, "result", "not_acquired"); s.value != 10000-50+1 {
+		t.Fatalf("%s = %v, want %d", observe.OtherGroup, s.value, 10000-50+1)
 	}
 }
 

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/dlockgo/dlock/observe"
 	"log/slog"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dlockgo/dlock/observe"
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/dlockprom"

@@ -223,6 +223,36 @@ func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 	return l.state("extend")
 }
 
+// LostReleaseTimeout bounds how long Unlock tries to release a lease that
+// was already lost.
+const LostReleaseTimeout = time.Second
+
+// releaseLost tries the release of a lost grant for at most
+// LostReleaseTimeout, beside the caller: a store client that does not bound
+// its calls by ctx (go-redis without ContextTimeoutEnabled) ends the call by
+// its own timeouts, after Unlock has returned.
+func releaseLost(ctx context.Context, ops GrantOps) (Released, error) {
+	type result struct {
+		res Released
+		err error
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), LostReleaseTimeout)
+	out := make(chan result, 1)
+	go func() {
+		defer cancel()
+		res, err := ops.Release(rctx)
+		out <- result{res, err}
+	}()
+	select {
+	case r := <-out:
+		return r.res, r.err
+	case <-rctx.Done():
+		return ReleasedNotOurs, rctx.Err()
+	case <-ctx.Done():
+		return ReleasedNotOurs, ctx.Err()
+	}
+}
+
 func (l *Lease) lostErr() error {
 	if err := l.Err(); err != nil {
 		return err
@@ -235,7 +265,10 @@ func (l *Lease) lostErr() error {
 // without exclusivity), ErrNotHeld if this lease was already unlocked, or a
 // store error (the lock then expires by itself). A reentrant lock is free
 // once every Lease of its owner is unlocked. Unlock stops renewing before it
-// sends the release, so no renewal outlives it.
+// sends the release, so no renewal outlives it. The release of a lease
+// already lost is tried for at most LostReleaseTimeout (the store may be
+// unreachable: that is often why it was lost), and the loss is returned
+// whatever the try says; a grant still in the store then ends by its expiry.
 func (l *Lease) Unlock(ctx context.Context) error {
 	if l == nil {
 		return errNilLease
@@ -254,7 +287,11 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	last, others, renewals := h.k.detach(h, l)
 	res, err := ReleasedStillHeld, error(nil)
 	if h.g.storeCounts || others == 0 { // a re-entry the Keeper counts: nothing to tell the store
-		res, err = h.g.ops.Release(ctx)
+		if lost != nil {
+			res, err = releaseLost(ctx, h.g.ops)
+		} else {
+			res, err = h.g.ops.Release(ctx)
+		}
 	}
 	l.endContext()
 
