@@ -7,11 +7,12 @@ import (
 )
 
 // oneLineError reports whether stderr holds exactly one line besides the
-// lines that name the server a command used ("redis: …").
+// lines that name the server a command used ("redis: …", "etcd: …",
+// "zookeeper: …").
 func oneLineError(stderr string) bool {
 	n := 0
 	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
-		if !strings.HasPrefix(l, "redis: ") {
+		if !strings.HasPrefix(l, "redis: ") && !strings.HasPrefix(l, "etcd: ") && !strings.HasPrefix(l, "zookeeper: ") {
 			n++
 		}
 	}

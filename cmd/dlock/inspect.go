@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,16 +17,23 @@ import (
 	dl "github.com/dlockgo/dlock" // dl: "dlock" is taken by the tests' helper
 	"github.com/dlockgo/dlock/cmd/dlock/backend"
 	"github.com/dlockgo/dlock/cmd/dlock/table"
+	"github.com/dlockgo/dlock/etcdlock"
 	"github.com/dlockgo/dlock/seam"
+	"github.com/dlockgo/dlock/zklock"
 )
 
-// defaultAdminRedis is the server inspect and unlock talk to without
-// --redis: the local default, as redis-cli assumes.
-const defaultAdminRedis = "redis://127.0.0.1:6379/0"
+// The servers inspect and unlock talk to without --redis, --etcd or --zk:
+// the local defaults, as redis-cli, etcdctl and zkCli.sh assume.
+const (
+	defaultAdminRedis = "redis://127.0.0.1:6379/0"
+	defaultAdminEtcd  = "127.0.0.1:2379"
+	defaultAdminZK    = "127.0.0.1:2181"
+)
 
 // adminExitCodes is the exit-code paragraph of inspect's and unlock's help.
-const adminExitCodes = "Exit codes: 0 done; 1 a runtime failure (Redis unreachable or failing, unlock not\n" +
-	"confirmed); 2 bad input (unknown flag, bad --redis URL or --prefix, invalid lock name, wrong arguments)."
+const adminExitCodes = "Exit codes: 0 done; 1 a runtime failure (the server unreachable or failing, unlock not\n" +
+	"confirmed); 2 bad input (unknown flag, bad --redis URL, --etcd or --zk address or --prefix, invalid\n" +
+	"lock name, wrong arguments, a Redis-only operation on another backend)."
 
 // adminFlags are the flags of the operator commands (inspect, unlock).
 type adminFlags struct {
@@ -33,13 +41,75 @@ type adminFlags struct {
 	cluster bool
 	prefix  string
 	json    bool
+	// backend picks the lock service; etcd and zk are their addresses.
+	backend, etcd, zk string
 }
 
 func (f *adminFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.redis, "redis", defaultAdminRedis, "Redis URL (redis:// or rediss://host:port/db)")
 	c.Flags().BoolVar(&f.cluster, "cluster", false, "the URL names a Redis Cluster node (more seeds: ?addr=host:port&addr=...)")
-	c.Flags().StringVar(&f.prefix, "prefix", dl.DefaultPrefix, "key prefix of the locks (dlock.Config.Prefix)")
+	c.Flags().StringVar(&f.prefix, "prefix", dl.DefaultPrefix, "key prefix of the locks (dlock.Config.Prefix); with --backend etcd: etcdlock.Config.Prefix "+
+		"(default \""+etcdlock.DefaultPrefix+"\"), zookeeper: zklock.Config.Root (default \""+zklock.DefaultRoot+"\")")
 	c.Flags().BoolVar(&f.json, "json", false, "print JSON: snake_case keys, durations in ms (ttl_ms; -1: no TTL), times in RFC 3339, [] when empty")
+	c.Flags().StringVar(&f.backend, "backend", backend.Redis, "lock service: "+strings.Join(backend.Kinds, ", "))
+	c.Flags().StringVar(&f.etcd, "etcd", defaultAdminEtcd, "with --backend etcd: the etcd endpoints (host:port,...)")
+	c.Flags().StringVar(&f.zk, "zk", defaultAdminZK, "with --backend zookeeper: the ZooKeeper servers (host:port,...)")
+}
+
+// kind returns the backend --backend names, checking that no flag of
+// another backend was given: bad input (exit 2) otherwise.
+func (f *adminFlags) kind(c *cobra.Command) (string, error) {
+	kind := strings.ToLower(f.backend)
+	if kind == "zk" {
+		kind = backend.ZooKeeper
+	}
+	if !slices.Contains(backend.Kinds, kind) {
+		return "", usagef("--backend %q: want one of %s", f.backend, strings.Join(backend.Kinds, ", "))
+	}
+	own := map[string]string{"redis": backend.Redis, "cluster": backend.Redis, "etcd": backend.Etcd, "zk": backend.ZooKeeper}
+	for _, flag := range []string{"redis", "cluster", "etcd", "zk"} {
+		if c.Flags().Changed(flag) && own[flag] != kind {
+			return "", usagef("--%s is a flag of --backend %s (this is --backend %s)", flag, own[flag], kind)
+		}
+	}
+	return kind, nil
+}
+
+// openInspector connects to the lock service --backend names, as open
+// does for Redis: it says which server on stderr ("etcd: 127.0.0.1:2379
+// (the default)"), a bad address or prefix is a usage error (exit 2), an
+// unreachable server a runtime failure (exit 1). The caller calls done when
+// it is done with the client.
+func (f *adminFlags) openInspector(c *cobra.Command, kind string) (insp seam.Inspector, done func(), err error) {
+	if kind == backend.Redis {
+		locks, done, err := f.open(c)
+		if err != nil {
+			return nil, nil, err
+		}
+		return locks, done, nil
+	}
+	flag, addr := "etcd", f.etcd
+	if kind == backend.ZooKeeper {
+		flag, addr = "zk", f.zk
+	}
+	b, err := backend.Open(c.Context(), kind, addr)
+	if err != nil {
+		return nil, nil, openError(err)
+	}
+	var o backend.ClientOptions
+	if c.Flags().Changed("prefix") {
+		o.Prefix = f.prefix
+	}
+	client, err := b.NewClient(c.Context(), o)
+	if err != nil {
+		_ = b.Close()
+		if errors.Is(err, dl.ErrInvalidArgument) {
+			return nil, nil, usagef("--prefix %q: %v", f.prefix, err)
+		}
+		return nil, nil, err
+	}
+	fmt.Fprintf(c.ErrOrStderr(), "%s: %s (%s)\n", kind, b.Addr, flagSource(c, flag))
+	return client, func() { _ = client.Close(); _ = b.Close() }, nil
 }
 
 // open connects to the server and says which one on stderr ("redis:
@@ -87,16 +157,20 @@ func newInspectCmd() *cobra.Command {
 	var pattern string
 	var limit int
 	c := &cobra.Command{
-		Use:   "inspect [NAME | --pattern GLOB]",
+		Use:   "inspect [NAME | --pattern GLOB] [--backend redis|etcd|zookeeper]",
 		Short: "Show who holds a lock, or list held locks oldest first",
 		Long: "inspect NAME shows one lock of any shape: its holders (id, host, pid, label, since, hold count,\n" +
 			"fencing token), the remaining TTL, the last fencing token granted, and whatever else the lock\n" +
 			"keeps (queues, readers, permits).\n\n" +
 			"inspect --pattern GLOB lists the held locks whose names match, oldest first, so a stuck\n" +
-			"holder stands out. It uses SCAN, never KEYS (on a cluster: every master).\n\n" + adminExitCodes,
+			"holder stands out. It uses SCAN, never KEYS (on a cluster: every master).\n\n" +
+			"--backend etcd or zookeeper reads a lock NAME of etcdlock or zklock the same way, with the same\n" +
+			"text and JSON (--pattern is Redis-only). It names the server it reads on stderr.\n\n" + adminExitCodes,
 		Example: "  dlock inspect stock:1001 --redis redis://10.0.0.5:6379/0\n" +
 			"  dlock inspect --pattern 'stock:*' --limit 20\n" +
-			"  dlock inspect --pattern '*' --json | jq '.[0]'",
+			"  dlock inspect --pattern '*' --json | jq '.[0]'\n" +
+			"  dlock inspect leader:scheduler --backend etcd --etcd 10.0.0.7:2379\n" +
+			"  dlock inspect stock:1001 --backend zookeeper --zk 10.0.0.8:2181 --json",
 		RunE: func(c *cobra.Command, args []string) error {
 			switch {
 			case len(args) > 1:
@@ -108,13 +182,20 @@ func newInspectCmd() *cobra.Command {
 			case limit < 0:
 				return usagef("inspect: --limit must be >= 0")
 			}
-			client, done, err := f.open(c)
+			kind, err := f.kind(c)
 			if err != nil {
 				return err
 			}
-			defer done()
+			if kind != backend.Redis && (pattern != "" || c.Flags().Changed("limit")) {
+				return usagef("inspect --pattern is Redis-only (it scans the Redis keys); with --backend %s, inspect one lock NAME", kind)
+			}
 			out := c.OutOrStdout()
 			if pattern != "" {
+				client, done, err := f.open(c)
+				if err != nil {
+					return err
+				}
+				defer done()
 				infos, err := client.List(c.Context(), pattern)
 				if err != nil {
 					return err
@@ -129,7 +210,12 @@ func newInspectCmd() *cobra.Command {
 				printList(out, infos, total, time.Now())
 				return nil
 			}
-			info, err := client.Inspect(c.Context(), args[0])
+			insp, done, err := f.openInspector(c, kind)
+			if err != nil {
+				return err
+			}
+			defer done()
+			info, err := insp.Inspect(c.Context(), args[0])
 			if errors.Is(err, dl.ErrInvalidName) {
 				return usageError{err}
 			}

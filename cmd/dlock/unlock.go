@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlockgo/dlock/cmd/dlock/backend"
 	"github.com/dlockgo/dlock/seam"
 
 	"github.com/spf13/cobra"
@@ -38,6 +39,11 @@ func newUnlockCmd() *cobra.Command {
 				return usagef("unlock: only --force is supported: a lock is released by its holder (Lease.Unlock); --force removes it as an operator")
 			case len(args) != 1:
 				return usagef("unlock: give one lock NAME (got %d)", len(args))
+			}
+			if kind, err := f.kind(c); err != nil {
+				return err
+			} else if kind != backend.Redis {
+				return usagef("unlock --force is Redis-only: on %s a lock lives as long as its holder's session (it ends when the holder's session expires or is closed)", kind)
 			}
 			name := args[0]
 			client, done, err := f.open(c)
@@ -87,6 +93,7 @@ func newUnlockCmd() *cobra.Command {
 		},
 	}
 	f.register(c)
+	c.Flags().Lookup("backend").Usage = "lock service: only redis (unlock --force is Redis-only)"
 	c.Flags().BoolVar(&force, "force", false, "remove the lock whoever holds it (required)")
 	c.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
 	return c
