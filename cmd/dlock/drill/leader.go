@@ -610,10 +610,17 @@ func (r *LeaderResult) Summary() *Summary {
 		}),
 		table.Col("SESSION MS", func(LeaderKill) string { return fmt.Sprintf("%.0f", r.HeldSessionMS) }),
 	}, r.Kills)
-	kills.Notes = []string{
-		"gap: from the SIGKILL to the next leader's term start, as that replica reported it (one clock: this machine's).",
-		fmt.Sprintf("Expected: the dead leader's lock outlives it by 2/3 to 1 x the session (%.0f ms; renewed every third of it),", r.HeldSessionMS),
-		"plus the store's expiry check (etcd: up to 500 ms; ZooKeeper: a tick) and the next candidate's wake-up.",
+	kills.Notes = []string{"gap: from the SIGKILL to the next leader's term start, as that replica reported it (one clock: this machine's)."}
+	switch r.Backend {
+	case backend.Redis:
+		kills.Notes = append(kills.Notes, fmt.Sprintf("Expected: the dead leader's key outlives it by 2/3 to 1 x the watchdog timeout (%.0f ms; renewed every third of it);", r.HeldSessionMS),
+			"a candidate tries again when the TTL it was told runs out.")
+	case backend.Etcd:
+		kills.Notes = append(kills.Notes, fmt.Sprintf("Expected: the dead leader's session lease outlives it by 2/3 to 1 x its TTL (%.0f ms; kept alive every third of it),", r.HeldSessionMS),
+			"plus etcd's expiry loop (up to 500 ms); the next candidate's watch fires when the key goes.")
+	case backend.ZooKeeper:
+		kills.Notes = append(kills.Notes, fmt.Sprintf("Expected: the dead leader's session outlives it by at most its timeout (%.0f ms), expired on the server's tick;", r.HeldSessionMS),
+			"the next candidate's watch fires when the node goes.")
 	}
 	var gaps []float64
 	for _, k := range r.Kills {
