@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // The physical floor of an uncontended acquire+release is two round trips:
@@ -96,6 +98,64 @@ func BenchmarkFreshNames(b *testing.B) {
 			reportCPU(b, cpu)
 		})
 	}
+}
+
+// What fresh names leave behind: after b.N acquire + release pairs on names
+// never used before, Redis keeps one fence counter per name (the lock keys
+// are gone) until its TTL (Config.FenceTTL, 7 days by default) runs out.
+// Reported: Redis memory per name (used_memory before and after), MEMORY
+// USAGE of one counter, and the counters' TTL.
+func BenchmarkFenceCounters(b *testing.B) {
+	rdb := redistest.Client(b, redistest.Start(b))
+	c := newClient(b, rdb)
+	ctx := context.Background()
+	before := usedMemory(b, rdb)
+	i := 0
+	for b.Loop() {
+		i++
+		l, err := c.Mutex("order:"+strconv.Itoa(i)).Acquire(ctx, dlock.Wait(0))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	keys, err := rdb.DBSize(ctx).Result()
+	if err != nil || keys != int64(i) {
+		b.Fatalf("%d keys after %d fresh names (want one fence counter each): %v", keys, i, err)
+	}
+	one, err := rdb.MemoryUsage(ctx, "dlock:{order:1}:fence").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ttl, err := rdb.TTL(ctx, "dlock:{order:1}:fence").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(usedMemory(b, rdb)-before)/float64(i), "redis-B/name")
+	b.ReportMetric(float64(one), "counter-B")
+	b.ReportMetric(ttl.Hours(), "ttl-h")
+}
+
+// usedMemory is the server's used_memory.
+func usedMemory(b *testing.B, rdb *redis.Client) int64 {
+	info, err := rdb.Info(context.Background(), "memory").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatal("no used_memory in INFO memory")
+	return 0
 }
 
 // contention is what driveContended measured.
