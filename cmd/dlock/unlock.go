@@ -16,6 +16,13 @@ import (
 	dl "github.com/dlockgo/dlock" // dl: "dlock" is taken by the tests' helper
 )
 
+// removalJSON is unlock --json's object: what was held ("info", as inspect
+// --json shows it) and the keys removed ("keys").
+type removalJSON struct {
+	Info seam.Info
+	Keys []string
+}
+
 // errAborted: the operator did not confirm.
 var errAborted = errors.New("aborted: nothing removed")
 
@@ -66,7 +73,7 @@ func newUnlockCmd() *cobra.Command {
 			case !info.Held:
 				fmt.Fprintf(msgs, "lock %q is not held: nothing to unlock\n", name)
 				if f.json {
-					return writeJSON(c.OutOrStdout(), seam.Removal{Info: info, Keys: []string{}})
+					return writeJSON(c.OutOrStdout(), removalJSON{Info: info, Keys: []string{}})
 				}
 				return nil
 			default:
@@ -86,7 +93,7 @@ func newUnlockCmd() *cobra.Command {
 				return err
 			}
 			if f.json {
-				return writeJSON(c.OutOrStdout(), r)
+				return writeJSON(c.OutOrStdout(), removalJSON{Info: r.Info, Keys: r.Keys})
 			}
 			printRemoval(msgs, r)
 			return nil
