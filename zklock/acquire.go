@@ -388,22 +388,31 @@ func (c *Client) giveUp(n *node) {
 	}
 }
 
-// grant hands n to the Keeper and has n guarded (watchLater). A fixed lease no
-// longer than the session timeout is the grant's TTL; a longer one (or
-// none) is kept by the heartbeat, and a fixed one ended by a timer.
+// grant hands n to the Keeper and has n guarded (watchLater). A fixed lease
+// no longer than firstSpan is the grant's TTL; a longer one (or none) is
+// kept by the heartbeat, from a first deadline firstSpan after sent (the
+// session surely lives that long at the quorum), and a fixed one ended by
+// a timer. The grant is a candidate of the session's liveness, and wakes
+// the heartbeat.
 func (c *Client) grant(ctx context.Context, r *request, key string, n *node, sent time.Time, o seam.Options) (*dlock.Lease, error) {
+	first := firstSpan(c.timeout)
 	g := seam.Grant[*node]{
 		Shape: r.shape, Name: r.name, Key: key, Owner: r.owner, ID: n.path[strings.LastIndexByte(n.path, '/')+1:],
-		Token: n.czxid, Sent: sent, TTL: c.timeout, Renewed: true, Session: n.sid, MaxHold: o.MaxHold, Ops: n, OnLost: c.onLost(o.OnLost),
+		Token: n.czxid, Sent: sent, TTL: first, Renewed: true, Session: n.sid, MaxHold: o.MaxHold, Ops: n, OnLost: c.onLost(o.OnLost),
 	}
-	long := o.Lease > c.timeout
+	long := o.Lease > first
 	if o.Lease > 0 && !long {
 		g.TTL, g.Renewed, g.Session = o.Lease, false, nil
 	}
+	n.first = sent.Add(g.TTL - seam.Drift(g.TTL))
 	c.remember(n)
+	c.quorum.answered(n.sid, sent, c.timeout/50)
 	l, err := c.keeper.Lease(ctx, g)
 	if err != nil {
 		return nil, err
+	}
+	if g.Renewed {
+		c.woken()
 	}
 	n.mu.Lock()
 	n.hold = c.keeper.HoldOf(l)

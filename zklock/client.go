@@ -8,13 +8,26 @@
 // its node, and a dead client's nodes vanish with its session. The fencing
 // token is the node's czxid, which increases across the whole ensemble.
 //
-// A lease is lost when the session expires, and before that: it is held on
-// the client's monotonic clock until the last request answered in the
-// session was sent plus the session timeout, less a drift margin. The
-// client sends a cheap request every third of the session timeout while it
-// holds anything, so a lease lasts as long as the session and ends (Done,
-// Context cancelled with ErrLockLost) before the server can expire the
-// session after a disconnection or a pause.
+// A lease is lost when the session expires, and before the quorum can
+// expire it, whatever the network does: the client holds it on its
+// monotonic clock only as long as its answered requests prove the
+// quorum's leader keeps the session (liveness.go has the argument). While
+// it holds anything it sends a sync every third of the session timeout T:
+// a follower answers a sync only once its leader has, so a server cut off
+// from the quorum (a follower cut from its leader; a leader cut from its
+// followers, until it gives up) renews nothing it cannot vouch for. A
+// lease is held until the previous answered sync was sent plus T (at most
+// 2T/3 past the last one), less a drift margin; a new grant until its
+// request was sent plus 5T/12, until the first sync, a quarter of T after
+// the grant, renews it. So a lease ends (Done, Context cancelled with
+// ErrLockLost) before the session can, after a disconnection, a pause or
+// a partition inside the ensemble; a holder whose server goes silent is
+// told about T/3 before the session would expire, and a holder cut off
+// with an isolated leader T/3 before the majority can expire the session,
+// which covers the 1.5 ticks (less 200 ms) an isolated leader can outlast
+// its followers' election when T is at least 4.5 server ticks (the
+// default 10 s session on ZooKeeper's default 2 s tick is 5 ticks).
+// Extend can add at most 5T/12.
 //
 // A lease is lost too when its node is deleted from outside (an operator's
 // zkCli delete or force unlock): every node held for 25 ms is watched, and
@@ -137,9 +150,11 @@ type Client struct {
 	stop      context.CancelFunc
 	closeOnce sync.Once
 	wg        sync.WaitGroup
-	reconn    *reconnects // the connection came back: guards watch again
-	pollState bool        // the heartbeat tells reconn (New: no events of ours)
-	down      bool        // the heartbeat's: the connection was last seen down
+	reconn    *reconnects   // the connection came back: guards watch again
+	pollState bool          // the heartbeat tells reconn (New: no events of ours)
+	down      bool          // the heartbeat's: the connection was last seen down
+	wake      chan struct{} // a renewed hold was granted: the heartbeat starts
+	quorum    liveness      // what the session's answered requests prove (liveness.go)
 
 	mu       sync.Mutex
 	live     map[string][]*node // granted nodes by directory (an owner's own holds)
@@ -175,6 +190,7 @@ func newClient(conn *zk.Conn, cfg Config) *Client {
 		live:     make(map[string][]*node),
 		sessions: make(map[int64]struct{}),
 		reconn:   cfg.reconn,
+		wake:     make(chan struct{}, 1),
 	}
 	if len(c.acl) == 0 {
 		c.acl = zk.WorldACL(zk.PermAll)

@@ -83,16 +83,19 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("bad input left nodes: %v", got)
 	}
 
-	// Extending past the session timeout is refused; the lock stays held.
+	// Extending past what one request proves of the session (5/12 of its
+	// 2 s timeout: 833 ms) is refused; the lock stays held.
 	l, err := c.Mutex(n).Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Extend(ctx, time.Minute); !errors.Is(err, dlock.ErrInvalidDuration) {
-		t.Errorf("Extend past the session: %v", err)
+	for _, d := range []time.Duration{time.Minute, time.Second} {
+		if err := l.Extend(ctx, d); !errors.Is(err, dlock.ErrInvalidDuration) {
+			t.Errorf("Extend(%v) with a 2s session: %v, want ErrInvalidDuration", d, err)
+		}
 	}
-	if err := l.Extend(ctx, time.Second); err != nil {
-		t.Errorf("Extend(1s): %v", err)
+	if err := l.Extend(ctx, 800*time.Millisecond); err != nil {
+		t.Errorf("Extend(800ms): %v", err)
 	}
 	if err := l.Verify(ctx); err != nil {
 		t.Errorf("Verify: %v", err)

@@ -34,6 +34,7 @@ type node struct {
 	owner   string // its owner, for a reentrant shape; ""
 	sid     int64  // the session that created it
 	czxid   int64
+	first   time.Time // a renewed hold's first deadline (set before its grant)
 
 	mu       sync.Mutex
 	gone     bool // released, or found lost

@@ -81,15 +81,24 @@ func (n *node) deleteOne(ctx context.Context, path string) error {
 	}
 }
 
-// Extend confirms the nodes are still ours; a ZooKeeper lock lasts as long
-// as its session, so a lease can be extended by at most the session
-// timeout (a fixed lease's end moves to now + ttl).
+// Extend confirms the nodes are still ours, after a sync (a server cut off
+// from the quorum cannot answer it, so it cannot confirm a lease the
+// quorum may have ended). A ZooKeeper lock lasts as long as its session,
+// which surely lives firstSpan (5/12 of the session timeout, see
+// liveness.go) past a request answered through the quorum: a lease can be
+// extended by at most that (a fixed lease's end moves to now + ttl).
 func (n *node) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	if ttl > n.c.timeout {
-		return false, fmt.Errorf("%w: %v is past the session timeout %v (a lock lives as long as its session)",
-			dlock.ErrInvalidDuration, ttl, n.c.timeout)
+	if most := firstSpan(n.c.timeout); ttl > most {
+		return false, fmt.Errorf("%w: %v is past %v, as long as a ZooKeeper session surely lives past one request (5/12 of the session timeout %v)",
+			dlock.ErrInvalidDuration, ttl, most, n.c.timeout)
 	}
 	sent := time.Now()
+	if _, err := call(ctx, n.c, func() (string, error) { return n.c.conn.Sync("/") }); err != nil {
+		if errors.Is(err, errClosed) {
+			err = dlock.ErrClosed
+		}
+		return false, err
+	}
 	ok, err := n.Verify(ctx)
 	if ok && err == nil {
 		n.mu.Lock()

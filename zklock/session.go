@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock/observe"
+	"github.com/dlockgo/dlock/seam"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -119,18 +120,25 @@ func (c *Client) expire(n *node) {
 	}
 }
 
-// heartbeat keeps renewed holds alive: every third of the session timeout,
-// while the client holds anything it renews, it sends a cheap request; an
-// answer in the holds' session moves their deadline to the request's send
-// time plus the session timeout. A new session means the old one expired:
-// its holds are lost. For a client made by New, whose connection's events
-// are its caller's, it also looks at the connection's state every
-// statePoll and tells the guards when the connection is back.
+// heartbeat keeps renewed holds alive by syncs (see liveness.go): one
+// every third of the session timeout while the client holds anything it
+// renews. An answered sync proves the session's earlier requests reached
+// the leader; the holds' deadline moves to the latest proven send time
+// plus the session timeout, but never past the sync's send time plus
+// two thirds of it. A new session means the old one expired: its holds
+// are lost. While the client holds nothing renewed, the heartbeat sleeps;
+// the grant that wakes it is proven by the first sync, sent a relay
+// (T/4) after that grant was answered, before its first deadline (5T/12).
+// For a client made by New, whose connection's events are its caller's,
+// it also looks at the connection's state every statePoll and tells the
+// guards when the connection is back.
 func (c *Client) heartbeat() {
 	defer c.wg.Done()
 	every := c.timeout / 3
 	t := time.NewTimer(every)
+	t.Stop()
 	defer t.Stop()
+	beating := false
 	var poll <-chan time.Time
 	if c.pollState {
 		tk := time.NewTicker(statePoll)
@@ -144,13 +152,34 @@ func (c *Client) heartbeat() {
 		case <-poll:
 			c.connected(c.conn.State() == zk.StateHasSession)
 			continue
+		case <-c.wake:
+			if _, renewed := c.keeper.Count(); !beating && renewed > 0 {
+				beating = true
+				due := time.Now()
+				if at, ok := c.quorum.latest(c.conn.SessionID()); ok {
+					due = at.Add(relay(c.timeout))
+				}
+				t.Reset(time.Until(due))
+			}
+			continue
 		case <-t.C:
 		}
-		if c.beat() {
+		switch ok, idle := c.beat(); {
+		case idle:
+			beating = false // until a grant wakes it
+		case ok:
 			t.Reset(every)
-		} else {
+		default:
 			t.Reset(min(every, 100*time.Millisecond)) // try again soon
 		}
+	}
+}
+
+// woken tells the heartbeat that a renewed hold was granted.
+func (c *Client) woken() {
+	select {
+	case c.wake <- struct{}{}:
+	default: // a wake-up is pending already
 	}
 }
 
@@ -170,12 +199,13 @@ func (c *Client) connected(up bool) {
 }
 
 // beat sends one heartbeat and applies its outcome to the renewed holds
-// (Keeper.RenewSession, LoseSession); false if it failed and holds are
-// waiting for it. A beat that succeeds after one that failed is a
-// reconnection (see connected).
-func (c *Client) beat() bool {
+// (renew, Keeper.LoseSession); ok is false if it failed and holds are
+// waiting for it, idle true if the client holds nothing renewed (nothing
+// was sent). A beat that succeeds after one that failed is a reconnection
+// (see connected).
+func (c *Client) beat() (ok, idle bool) {
 	if _, renewed := c.keeper.Count(); renewed == 0 {
-		return true
+		return true, true
 	}
 	sid := c.conn.SessionID()
 	if c.conn.State() != zk.StateHasSession {
@@ -184,15 +214,14 @@ func (c *Client) beat() bool {
 		// settle). Try again soon.
 		c.renewFailed(sid, errNotConnected)
 		c.connected(false)
-		return false
+		return false, false
 	}
 	sent := time.Now()
-	_, err := call(c.ctx, c, func() (bool, error) {
-		ok, _, err := c.conn.Exists("/")
-		return ok, err
+	_, err := call(c.ctx, c, func() (string, error) {
+		return c.conn.Sync("/") // answered by a follower only once its leader answered it
 	})
 	if errors.Is(err, errClosed) {
-		return true
+		return true, false
 	}
 	c.connected(err == nil)
 	now := c.conn.SessionID()
@@ -212,11 +241,30 @@ func (c *Client) beat() bool {
 	}
 	switch {
 	case err == nil && sid == now:
-		c.keeper.RenewSession(now, sent, c.timeout)
+		c.renew(now, sent)
 	case err != nil:
 		c.renewFailed(sid, err)
 	}
-	return err == nil
+	return err == nil, false
+}
+
+// renew applies a sync of session sid sent at sent and answered: the
+// holds of the session are kept until the latest send time it proves
+// plus the session timeout, at most sent + reach; a hold whose first
+// deadline is later keeps that. The sync is a candidate for the next one.
+func (c *Client) renew(sid int64, sent time.Time) {
+	base, moved := c.quorum.prove(sid, sent, relay(c.timeout))
+	c.quorum.answered(sid, sent, c.timeout/50)
+	if !moved {
+		return
+	}
+	ttl := min(c.timeout, sent.Sub(base)+reach(c.timeout))
+	end := base.Add(ttl - seam.Drift(ttl))
+	for _, h := range c.keeper.Session(sid) {
+		if end.After(h.Ops().first) {
+			h.Renewed(base, ttl)
+		}
+	}
 }
 
 // renewFailed reports a failed renewal to every hold of session sid.
