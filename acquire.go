@@ -94,10 +94,12 @@ type acquisition struct {
 // prepare checks the call's arguments and options and makes its attempt.
 func (c *Client) prepare(ctx context.Context, sh redisShape, spec *shapeSpec, opts []Option, start time.Time) (acquisition, error) {
 	name := spec.name
-	var err error
-	if spec.check != nil {
+	err := seam.CheckContext(ctx)
+	switch {
+	case err != nil:
+	case spec.check != nil:
 		err = spec.check()
-	} else {
+	default:
 		err = seam.CheckName(name)
 	}
 	if err != nil {

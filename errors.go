@@ -1,6 +1,7 @@
 package dlock
 
 import (
+	"context"
 	"errors"
 
 	"github.com/dlockgo/dlock/seam"
@@ -61,5 +62,13 @@ var errNotOurs = errors.New("dlock: not ours")
 
 // wrap names the operation, the shape and the lock on err, once.
 func wrap(op, shape, name string, err error) error { return seam.Wrap(op, shape, name, err) }
+
+// checkCall checks a call's ctx and lock name.
+func checkCall(ctx context.Context, name string) error {
+	if err := seam.CheckContext(ctx); err != nil {
+		return err
+	}
+	return seam.CheckName(name)
+}
 
 func isNotAcquired(err error) bool { return errors.Is(err, ErrNotAcquired) }

@@ -27,7 +27,7 @@ var forceUnlockScript = plain("force_unlock.lua")
 // returns ErrInvalidName and changes nothing; a Redis error is returned as
 // is (some keys may then have been deleted already).
 func (c *Client) ForceUnlock(ctx context.Context, name string) (seam.Removal, error) {
-	if err := seam.CheckName(name); err != nil {
+	if err := checkCall(ctx, name); err != nil {
 		return seam.Removal{}, wrap("force unlock", "", name, err)
 	}
 	info, err := c.Inspect(ctx, name)

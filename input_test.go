@@ -185,3 +185,62 @@ func TestClosedClient(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 }
+
+// A nil context is bad input for every call that takes one: an error
+// wrapping ErrInvalidArgument, no panic, and nothing changed (a held lease
+// stays held).
+func TestNilContext(t *testing.T) {
+	rdb := server(t)
+	c := newClient(t, rdb)
+	c2, c3 := newClient(t, rdb, dlock.Config{Prefix: "n2:"}), newClient(t, rdb, dlock.Config{Prefix: "n3:"})
+	var nilCtx context.Context
+	ctx := context.Background()
+	lockers := []dlock.Locker{c.Mutex("nil"), c.Lock("nil"), c.FairLock("nil"), c.RWLock("nil").ReadLock(),
+		c.RWLock("nil").WriteLock(), c.MultiLock("nil-a", "nil-b"), c.Semaphore("nil-s", 2), dlock.NewRedLock("nil-r", c, c2, c3)}
+	for _, lk := range lockers {
+		if _, err := lk.Acquire(nilCtx); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Errorf("%T.Acquire(nil): %v, want ErrInvalidArgument", lk, err)
+		}
+	}
+	sem := c.Semaphore("nil-s", 2)
+	if _, err := sem.AcquireN(nilCtx, 2); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("AcquireN(nil): %v", err)
+	}
+	if err := sem.Release(nilCtx, strings.Repeat("a", 32)); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("Release(nil): %v", err)
+	}
+	if err := sem.SetPermits(nilCtx, 3); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("SetPermits(nil): %v", err)
+	}
+	if _, err := c.Inspect(nilCtx, "nil"); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("Inspect(nil): %v", err)
+	}
+	if _, err := c.List(nilCtx, "*"); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("List(nil): %v", err)
+	}
+	if _, err := c.ForceUnlock(nilCtx, "nil"); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("ForceUnlock(nil): %v", err)
+	}
+	l, err := c.Mutex("nil").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Verify(nilCtx); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("Verify(nil): %v", err)
+	}
+	if err := l.Extend(nilCtx, time.Second); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("Extend(nil): %v", err)
+	}
+	if err := l.Unlock(nilCtx); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("Unlock(nil): %v", err)
+	}
+	if err := l.Verify(ctx); err != nil {
+		t.Fatalf("the lease after the bad calls: %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := dlock.Do(nilCtx, c.Mutex("nil"), func(context.Context, *dlock.Lease) error { return nil }); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("Do(nil): %v", err)
+	}
+}

@@ -21,7 +21,7 @@ var inspectors = []inspector{rwInspector, semInspector, reentrantInspector, mute
 // and the first that recognises the keys answers. A key no shape
 // recognises returns ErrWrongType.
 func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
-	if err := seam.CheckName(name); err != nil {
+	if err := checkCall(ctx, name); err != nil {
 		return seam.Info{}, wrap("inspect", "", name, err)
 	}
 	p := c.rdb.Pipeline()

@@ -35,6 +35,9 @@ const listWorkers = 16
 // seam.MaxNameLen returns ErrInvalidArgument. On a Redis error List returns it and
 // no Info.
 func (c *Client) List(ctx context.Context, pattern string) ([]seam.Info, error) {
+	if err := seam.CheckContext(ctx); err != nil {
+		return nil, wrap("list", "", pattern, err)
+	}
 	if pattern == "" {
 		pattern = "*"
 	}

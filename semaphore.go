@@ -76,7 +76,7 @@ func (s *Semaphore) AcquireN(ctx context.Context, k int, opts ...Option) ([]*Lea
 // lost at its next renewal or check. To give back your own permit, use
 // Lease.Unlock.
 func (s *Semaphore) Release(ctx context.Context, id string) error {
-	if err := seam.CheckName(s.name); err != nil {
+	if err := checkCall(ctx, s.name); err != nil {
 		return wrap("release", "semaphore", s.name, err)
 	}
 	if len(id) != 32 {
@@ -97,7 +97,7 @@ func (s *Semaphore) Release(ctx context.Context, id string) error {
 // Permits held beyond a lowered count stay held until they are released;
 // waiters are woken, as more permits may fit.
 func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
-	if err := seam.CheckName(s.name); err != nil {
+	if err := checkCall(ctx, s.name); err != nil {
 		return wrap("set permits", "semaphore", s.name, err)
 	}
 	if n < 1 {

@@ -63,9 +63,12 @@ func (c *Client) acquire(ctx context.Context, sh shape, opts []dlock.Option) (l 
 	start := time.Now()
 	sctx, call := c.keeper.StartAcquire(ctx, sh.kind, sh.name) // sctx: the store's requests'; ctx: the Lease's
 	defer func() { call.Done(l, err) }()
-	if sh.check == nil {
+	err = seam.CheckContext(ctx)
+	switch {
+	case err != nil:
+	case sh.check == nil:
 		err = seam.CheckName(sh.name)
-	} else {
+	default:
 		err = sh.check()
 	}
 	if err != nil {

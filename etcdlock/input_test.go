@@ -262,3 +262,18 @@ func TestNamesDoNotNest(t *testing.T) {
 		defer l.Unlock(ctx)
 	}
 }
+
+// A nil context is bad input: an error wrapping ErrInvalidArgument, no
+// panic.
+func TestNilContext(t *testing.T) {
+	c := newClient(t)
+	var nilCtx context.Context
+	for _, lk := range []dlock.Locker{c.Mutex("nil"), c.Lock("nil"), c.RWLock("nil").ReadLock(), c.RWLock("nil").WriteLock(), c.Semaphore("nil-s", 2), c.MultiLock("nil-a", "nil-b")} {
+		if _, err := lk.Acquire(nilCtx); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Errorf("%T.Acquire(nil): %v, want ErrInvalidArgument", lk, err)
+		}
+	}
+	if _, err := c.Inspect(nilCtx, "nil"); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("Inspect(nil): %v", err)
+	}
+}

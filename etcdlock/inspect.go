@@ -49,6 +49,9 @@ var inspected = []string{"mutex", "lock", "rw", "semaphore"}
 //     counter: 0 when free; every later grant's token is greater anyway).
 func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
 	info := seam.Info{Name: name, TTL: -1}
+	if err := seam.CheckContext(ctx); err != nil {
+		return info, seam.Wrap("inspect", "", name, err)
+	}
 	if err := seam.CheckName(name); err != nil {
 		return info, seam.Wrap("inspect", "", name, err)
 	}

@@ -91,3 +91,12 @@ func CheckName(name string) error {
 	}
 	return nil
 }
+
+// CheckContext returns an error wrapping ErrInvalidArgument if ctx is nil
+// (every call that takes a ctx refuses a nil one, rather than panic).
+func CheckContext(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	return nil
+}

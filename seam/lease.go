@@ -183,6 +183,9 @@ func (l *Lease) Verify(ctx context.Context) error {
 	if l == nil {
 		return errNilLease
 	}
+	if err := CheckContext(ctx); err != nil {
+		return Wrap("verify", l.h.g.shape, l.h.g.name, err)
+	}
 	if err := l.state("verify"); err != nil {
 		return err
 	}
@@ -203,6 +206,9 @@ func (l *Lease) Verify(ctx context.Context) error {
 func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 	if l == nil {
 		return errNilLease
+	}
+	if err := CheckContext(ctx); err != nil {
+		return Wrap("extend", l.h.g.shape, l.h.g.name, err)
 	}
 	if d < time.Millisecond {
 		return Wrap("extend", l.h.g.shape, l.h.g.name, fmt.Errorf("%w: %v", ErrInvalidDuration, d))
@@ -272,6 +278,9 @@ func (l *Lease) lostErr() error {
 func (l *Lease) Unlock(ctx context.Context) error {
 	if l == nil {
 		return errNilLease
+	}
+	if err := CheckContext(ctx); err != nil { // bad input changes nothing: the lease stays held
+		return Wrap("unlock", l.h.g.shape, l.h.g.name, err)
 	}
 	h := l.h
 	h.pastDeadline() // a lease past its deadline is unlocked as lost
