@@ -89,6 +89,9 @@ func (c *client) acquire(ctx context.Context, name string, opts ...seam.Option) 
 		err = o.Portable() // refuses the Redis-only ReplicaAck
 	}
 	if err == nil {
+		err = seam.CheckContext(ctx)
+	}
+	if err == nil {
 		err = seam.CheckName(name)
 	}
 	if err != nil {
