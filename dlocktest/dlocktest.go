@@ -11,16 +11,24 @@
 // that increase with every grant, waiting, cancellation, reentrancy, the
 // lost-lock signal (lease expiry, a lock removed behind its holder's back
 // and found by Verify, a holder's key deleted from outside and signalled
-// unasked, a closed client), read-write and semaphore limits, MultiLock
-// (all names or none, no deadlock between overlapping ones), QueueTimeout
-// (a live waiter keeps its place, a silent one stops blocking the queue),
-// and bad input.
+// unasked, a closed client), MaxHold (the cap ends a renewed lease and
+// frees the lock in the store), read-write and semaphore limits, the
+// permit count kept in the store (set by the first, a mismatch refused,
+// SetPermits), MultiLock (all names or none, no deadlock between
+// overlapping ones), QueueTimeout (a live waiter keeps its place, a silent
+// one stops blocking the queue), Inspect (one meaning of seam.Info on
+// every backend), leader election (package election on the backend's
+// Mutex and Inspect: one leader at a time, increasing tokens, a closed
+// leader followed by another) and bad input.
+//
+// The files are the concepts: dlocktest.go the Backend, the Client and the
+// basic lock behaviour; maxhold.go, semaphore.go, multilock.go,
+// queuetimeout.go, inspect.go and election.go the rest.
 package dlocktest
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +36,7 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/witness"
+	"github.com/dlockgo/dlock/observe"
 	"github.com/dlockgo/dlock/seam"
 )
 
@@ -76,6 +85,10 @@ type Backend struct {
 	// tell a queue timeout from an expired session. nil skips the test of a
 	// silent waiter.
 	NewCutClient func(t testing.TB) (Client, func())
+	// NewObservedClient is NewClient with an Observer that receives the
+	// new client's lock events (its Config.Observer); nil skips the
+	// checks of events (the LostMaxHold of the MaxHold tests).
+	NewObservedClient func(t testing.TB, o observe.Observer) Client
 }
 
 // toldSlack is what the Deleted tests allow on top of Backend.Told for
@@ -86,15 +99,33 @@ const toldSlack = 300 * time.Millisecond
 // Client is one client of a backend: its lockers by shape. A nil field is a
 // shape the backend does not have (its tests are skipped).
 type Client struct {
-	Mutex     func(name string) dlock.Locker // not reentrant
-	Lock      func(name string) dlock.Locker // reentrant
-	Read      func(name string) dlock.Locker // the read side of a read-write lock
-	Write     func(name string) dlock.Locker // its write side
-	Semaphore func(name string, permits int) dlock.Locker
+	Mutex func(name string) dlock.Locker // not reentrant
+	Lock  func(name string) dlock.Locker // reentrant
+	Read  func(name string) dlock.Locker // the read side of a read-write lock
+	Write func(name string) dlock.Locker // its write side
+	// Semaphore returns the semaphore called name with a count of
+	// permits, which the store keeps (see Semaphore).
+	Semaphore func(name string, permits int) Semaphore
 	// MultiLock locks every one of names or none; its members exclude the
 	// Lock of the same name (see Backend.MultiLockUnsupported).
 	MultiLock func(names ...string) dlock.Locker
-	Close     func() error
+	// Inspect is the client's seam.Inspector (the Inspect and election
+	// tests need it; nil skips them).
+	Inspect func(ctx context.Context, name string) (seam.Info, error)
+	Close   func() error
+}
+
+// Semaphore is a backend's semaphore: a Locker of one permit at a time,
+// whose permit count the store keeps for every user of the name. The
+// first acquisition sets it; an acquisition whose Semaphore has another
+// count fails with an error wrapping dlock.ErrInvalidArgument and takes
+// nothing (a waiter whose count the store no longer keeps fails so too);
+// SetPermits changes it for every user and makes this Semaphore count
+// against it (permits held beyond a lowered count stay held until
+// released).
+type Semaphore interface {
+	dlock.Locker
+	SetPermits(ctx context.Context, n int) error
 }
 
 // Run runs the whole suite, each part a subtest.
@@ -113,11 +144,21 @@ func Run(t *testing.T, b Backend) {
 		t.Run("Deleted/"+sh.name, func(t *testing.T) { s.deleted(t, sh) })
 		t.Run("Close/"+sh.name, func(t *testing.T) { s.close(t, sh) })
 	}
+	for _, sh := range s.exclusive()[:2] {
+		t.Run("MaxHold/"+sh.name, func(t *testing.T) { s.maxHold(t, sh) })
+	}
 	t.Run("Reentrant", s.reentrant)
 	t.Run("MutexNotReentrant", s.mutexNotReentrant)
 	t.Run("ReadWrite", s.readWrite)
 	t.Run("Semaphore", s.semaphore)
+	t.Run("Semaphore/PermitsInTheStore", s.permitsInTheStore)
+	t.Run("Semaphore/SetPermits", s.setPermits)
 	t.Run("Do", s.do)
+	t.Run("Inspect/Exclusive", s.inspectExclusive)
+	t.Run("Inspect/ReadWrite", s.inspectReadWrite)
+	t.Run("Inspect/Semaphore", s.inspectSemaphore)
+	t.Run("Election/OneLeaderAtATime", s.electionTerms)
+	t.Run("Election/Failover", s.electionFailover)
 	t.Run("MultiLock/AllOrNone", s.multiAllOrNone)
 	t.Run("MultiLock/MutualExclusion", s.multiMutualExclusion)
 	t.Run("MultiLock/BadInput", s.multiBadInput)
@@ -579,308 +620,6 @@ func (s *suite) mutexNotReentrant(t *testing.T) {
 	}
 }
 
-// multi returns n clients' MultiLock constructors, skipping t if the
-// backend has none; ok is false (and t done) for a backend that documents
-// it has none, once its refusal was checked.
-func (s *suite) multi(t *testing.T, n int) ([]func(...string) dlock.Locker, bool) {
-	t.Helper()
-	cs := make([]func(...string) dlock.Locker, n)
-	for i := range cs {
-		c := s.b.NewClient(t)
-		if c.MultiLock == nil {
-			t.Skip("the backend has no MultiLock")
-		}
-		cs[i] = c.MultiLock
-	}
-	if s.b.MultiLockUnsupported {
-		ctx := testCtx(t, 10*time.Second)
-		if _, err := cs[0](name(t)+".a", name(t)+".b").Acquire(ctx, dlock.Wait(0)); !errors.Is(err, errors.ErrUnsupported) {
-			t.Fatalf("MultiLock of a backend without one: %v, want errors.ErrUnsupported", err)
-		}
-		return nil, false
-	}
-	return cs, true
-}
-
-// multiAllOrNone: a MultiLock one of whose names is held takes none of
-// them; once all are free it takes all, each excluding the Lock of its
-// name, and its Unlock frees them all.
-func (s *suite) multiAllOrNone(t *testing.T) {
-	ms, ok := s.multi(t, 1)
-	if !ok {
-		return
-	}
-	other := s.b.NewClient(t)
-	if other.Lock == nil {
-		t.Skip("the backend has no Lock")
-	}
-	ctx := testCtx(t, 30*time.Second)
-	base := name(t)
-	a, b, c := base+".a", base+".b", base+".c"
-	held := acquire(t, ctx, other.Lock(b))
-	// Names in any order: the lock is the same.
-	if _, err := ms[0](c, b, a).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
-		t.Fatalf("MultiLock with a member held: %v, want ErrNotAcquired", err)
-	}
-	if _, err := ms[0](a, b, c).Acquire(ctx, dlock.Wait(300*time.Millisecond)); !errors.Is(err, dlock.ErrNotAcquired) {
-		t.Fatalf("MultiLock waiting 300ms for a held member: %v, want ErrNotAcquired", err)
-	}
-	// Nothing was kept of the attempts: the free members are free.
-	for _, n := range []string{a, c} {
-		l := acquire(t, ctx, other.Lock(n), dlock.Wait(0))
-		unlock(t, l)
-	}
-	got := make(chan *dlock.Lease, 1)
-	go func() {
-		l, err := ms[0](b, c, a).Acquire(ctx, dlock.Wait(20*time.Second))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	select {
-	case <-got:
-		t.Fatal("the MultiLock was granted while a member was held")
-	case <-time.After(200 * time.Millisecond):
-	}
-	unlock(t, held)
-	m := <-got
-	if m == nil {
-		return
-	}
-	if m.Token() <= held.Token() {
-		t.Errorf("MultiLock token %d not above the token %d of the Lock it waited for", m.Token(), held.Token())
-	}
-	for _, n := range []string{a, b, c} {
-		if _, err := other.Lock(n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
-			t.Fatalf("Lock %q while a MultiLock holds it: %v, want ErrNotAcquired", n, err)
-		}
-	}
-	if err := m.Verify(ctx); err != nil {
-		t.Fatalf("Verify: %v", err)
-	}
-	unlock(t, m)
-	for _, n := range []string{a, b, c} {
-		l := acquire(t, ctx, other.Lock(n), dlock.Wait(5*time.Second))
-		unlock(t, l)
-	}
-}
-
-// multiMutualExclusion: MultiLocks over overlapping names, taken by 3
-// clients at once (each set in its own order), never overlap on a name,
-// never deadlock, and a name's grants have increasing tokens.
-func (s *suite) multiMutualExclusion(t *testing.T) {
-	ms, ok := s.multi(t, 3)
-	if !ok {
-		return
-	}
-	ctx := testCtx(t, 90*time.Second)
-	base := name(t)
-	n := func(i int) string { return fmt.Sprintf("%s.%d", base, i) }
-	sets := [][]string{{n(0), n(1)}, {n(2), n(1)}, {n(2), n(0)}, {n(0), n(1), n(2)}, {n(1)}}
-	var w witness.Witness
-	var mu sync.Mutex
-	tokens := map[string][]int64{}
-	hammer(t, ctx, 9, 5, func(i int) dlock.Locker { return ms[i%3](sets[i%len(sets)]...) }, func(i int, l *dlock.Lease) {
-		set := sets[i%len(sets)]
-		mu.Lock()
-		for _, x := range set {
-			tokens[x] = append(tokens[x], l.Token())
-		}
-		mu.Unlock()
-		for _, x := range set {
-			w.Enter(x)
-		}
-		time.Sleep(time.Millisecond)
-		for _, x := range set {
-			w.Exit(x)
-		}
-	})
-	if o := w.Overlaps(); o != 0 {
-		t.Fatalf("%d overlaps on a name in %d entries", o, w.Entries())
-	}
-	for x, ts := range tokens {
-		for i := 1; i < len(ts); i++ {
-			if ts[i] <= ts[i-1] {
-				t.Fatalf("name %s: grant %d has token %d after %d", x, i, ts[i], ts[i-1])
-			}
-		}
-	}
-}
-
-// multiBadInput: no names, a name twice, an invalid name: refused, nothing
-// taken.
-func (s *suite) multiBadInput(t *testing.T) {
-	ms, ok := s.multi(t, 1)
-	if !ok {
-		return
-	}
-	ctx := testCtx(t, 10*time.Second)
-	x := name(t)
-	for _, tc := range []struct {
-		names []string
-		want  error
-	}{
-		{nil, dlock.ErrInvalidArgument},
-		{[]string{x, x}, dlock.ErrInvalidArgument},
-		{[]string{x, ""}, dlock.ErrInvalidName},
-		{[]string{x, strings.Repeat("y", seam.MaxNameLen+1)}, dlock.ErrInvalidName},
-	} {
-		if _, err := ms[0](tc.names...).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, tc.want) {
-			t.Errorf("MultiLock(%d names): %v, want %v", len(tc.names), err, tc.want)
-		}
-	}
-	l := acquire(t, ctx, ms[0](x), dlock.Wait(0))
-	unlock(t, l)
-}
-
-// liveWaiter: a waiter of a Mutex or Lock (granted in arrival order) with
-// QueueTimeout(d) that waits 3d keeps its place (it refreshes it): it is
-// granted before a waiter that came after it.
-func (s *suite) liveWaiter(t *testing.T, sh shape) {
-	d := s.b.QueueTimeout
-	if d == 0 {
-		t.Skip("the backend does not honour QueueTimeout")
-	}
-	ls := s.lockers(t, sh, 3)
-	n := name(t)
-	ctx := testCtx(t, 3*d+60*time.Second)
-	holder := acquire(t, ctx, ls[0](n))
-	type result struct {
-		who string
-		l   *dlock.Lease
-	}
-	got := make(chan result, 2)
-	wait := func(who string, l dlock.Locker) {
-		lease, err := l.Acquire(ctx, dlock.QueueTimeout(d), dlock.Wait(3*d+30*time.Second))
-		if err != nil {
-			t.Errorf("waiter %s: %v", who, err)
-		}
-		got <- result{who, lease}
-	}
-	go wait("first", ls[1](n))
-	time.Sleep(300 * time.Millisecond) // the first waiter queues
-	go wait("second", ls[2](n))
-	select {
-	case r := <-got:
-		t.Fatalf("waiter %s got the held lock", r.who)
-	case <-time.After(3 * d):
-	}
-	unlock(t, holder)
-	r := <-got
-	if r.l == nil {
-		return
-	}
-	if r.who != "first" {
-		t.Fatalf("the %s waiter was granted first: the first lost its place while it waited %v with QueueTimeout(%v)", r.who, 3*d, d)
-	}
-	select {
-	case r2 := <-got:
-		t.Fatalf("the %s waiter got the lock beside the first", r2.who)
-	case <-time.After(200 * time.Millisecond):
-	}
-	unlock(t, r.l)
-	if r2 := <-got; r2.l != nil {
-		unlock(t, r2.l)
-	}
-}
-
-// liveWriter: a writer of a read-write lock with QueueTimeout(d) that waits
-// 3d for a reader to leave keeps its place: it still holds back the readers
-// that come after it, and gets the lock when the reader leaves.
-func (s *suite) liveWriter(t *testing.T) {
-	d := s.b.QueueTimeout
-	if d == 0 {
-		t.Skip("the backend does not honour QueueTimeout")
-	}
-	a, b, c := s.b.NewClient(t), s.b.NewClient(t), s.b.NewClient(t)
-	if a.Read == nil || a.Write == nil {
-		t.Skip("the backend has no read-write lock")
-	}
-	n := name(t)
-	ctx := testCtx(t, 3*d+60*time.Second)
-	r := acquire(t, ctx, a.Read(n))
-	got := make(chan *dlock.Lease, 1)
-	go func() {
-		l, err := b.Write(n).Acquire(ctx, dlock.QueueTimeout(d), dlock.Wait(3*d+30*time.Second))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	select {
-	case <-got:
-		t.Fatal("the writer got in beside a reader")
-	case <-time.After(3 * d):
-	}
-	if _, err := c.Read(n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
-		t.Fatalf("a reader after a writer that waited %v with QueueTimeout(%v): %v, want ErrNotAcquired (the writer's place holds readers back)", 3*d, d, err)
-	}
-	unlock(t, r)
-	if w := <-got; w != nil {
-		unlock(t, w)
-	}
-}
-
-// silentWaiter: a waiter with QueueTimeout(d) that goes silent (cut off)
-// blocks the waiter behind it for at most about d after the lock is free.
-func (s *suite) silentWaiter(t *testing.T, sh shape) {
-	d := s.b.QueueTimeout
-	if d == 0 || s.b.NewCutClient == nil {
-		t.Skip("the backend does not honour QueueTimeout, or cannot cut a client off")
-	}
-	ls := s.lockers(t, sh, 2)
-	silent, cut := s.b.NewCutClient(t)
-	sl := sh.get(silent)
-	if sl == nil {
-		t.Skipf("the backend has no %s", sh.name)
-	}
-	n := name(t)
-	ctx := testCtx(t, 3*d+60*time.Second)
-	holder := acquire(t, ctx, ls[0](n))
-	sctx, stop := context.WithCancel(ctx)
-	silentDone := make(chan struct{})
-	go func() {
-		defer close(silentDone)
-		l, err := sl(n).Acquire(sctx, dlock.QueueTimeout(d))
-		if err == nil { // granted before the cut: give it back if it can
-			_ = l.Unlock(context.Background())
-		}
-	}()
-	defer func() { stop(); <-silentDone }()
-	time.Sleep(300 * time.Millisecond) // the silent waiter queues
-	got := make(chan *dlock.Lease, 1)
-	go func() {
-		l, err := ls[1](n).Acquire(ctx, dlock.QueueTimeout(d), dlock.Wait(3*d+30*time.Second))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	time.Sleep(300 * time.Millisecond) // the live waiter queues behind it
-	cut()
-	cutAt := time.Now()
-	unlock(t, holder)
-	var l *dlock.Lease
-	select {
-	case l = <-got:
-	case <-time.After(3*d + 30*time.Second):
-		t.Fatal("the waiter behind a silent one never got the lock")
-	}
-	if l == nil {
-		return
-	}
-	defer unlock(t, l)
-	// The silent waiter's place (or a hand-off to it) lasts at most d from
-	// its last refresh, made before the cut; the live one looks again
-	// within d/3, and a second of slack covers a loaded machine.
-	waited := time.Since(cutAt)
-	if bound := d + d/3 + time.Second; waited > bound {
-		t.Fatalf("the waiter behind a silent one got the lock %v after the cut (QueueTimeout %v, bound %v)", waited, d, bound)
-	}
-	t.Logf("granted %v after the silent waiter was cut off (QueueTimeout %v)", waited.Round(time.Millisecond), d)
-}
-
 func (s *suite) readWrite(t *testing.T) {
 	a, b := s.b.NewClient(t), s.b.NewClient(t)
 	if a.Read == nil || a.Write == nil {
@@ -925,40 +664,6 @@ func (s *suite) readWrite(t *testing.T) {
 	})
 	if o := wit.Overlaps(); o != 0 {
 		t.Fatalf("%d overlaps of a writer with another holder", o)
-	}
-}
-
-func (s *suite) semaphore(t *testing.T) {
-	a, b := s.b.NewClient(t), s.b.NewClient(t)
-	if a.Semaphore == nil {
-		t.Skip("the backend has no semaphore")
-	}
-	n := name(t)
-	ctx := testCtx(t, 30*time.Second)
-	p1 := acquire(t, ctx, a.Semaphore(n, 2), dlock.Wait(0))
-	p2 := acquire(t, ctx, b.Semaphore(n, 2), dlock.Wait(0))
-	if _, err := a.Semaphore(n, 2).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
-		t.Fatalf("a third permit of two: %v", err)
-	}
-	unlock(t, p1)
-	p3 := acquire(t, ctx, a.Semaphore(n, 2), dlock.Wait(5*time.Second))
-	unlock(t, p2)
-	unlock(t, p3)
-
-	var inside, most int
-	var mu sync.Mutex
-	hammer(t, ctx, 6, 4, func(i int) dlock.Locker { return []Client{a, b}[i%2].Semaphore(n, 2) }, func(int, *dlock.Lease) {
-		mu.Lock()
-		inside++
-		most = max(most, inside)
-		mu.Unlock()
-		time.Sleep(2 * time.Millisecond)
-		mu.Lock()
-		inside--
-		mu.Unlock()
-	})
-	if most > 2 {
-		t.Fatalf("%d holders of a 2-permit semaphore at once", most)
 	}
 }
 

@@ -40,6 +40,19 @@ type shape struct {
 	// the key to wait for ("" none: granted), or with prefix set a
 	// directory whose deletions to wait for.
 	blocker func(resps []*etcdserverpb.ResponseOp, rev int64) (key string, prefix bool)
+	// guard, if set, is compared in the acquiring transaction beside the
+	// keys' absence (a Semaphore's count in etcd), with orElse read when
+	// the transaction fails; failed then reads orElse's responses: held
+	// says the guard held (a key of ours existed), else err refuses the
+	// attempt or nil queues it again.
+	guard  func() (cmps []clientv3.Cmp, orElse []clientv3.Op)
+	failed func(ctx context.Context, resps []*etcdserverpb.ResponseOp) (held bool, err error)
+	// recheck, if set, reads later's responses before blocker does: an
+	// error refuses a waiting attempt (a Semaphore's count changed).
+	recheck func(resps []*etcdserverpb.ResponseOp) error
+	// wake, if set, is a key whose every change ends a wait, beside the
+	// deletions of what blocker names (a Semaphore's count).
+	wake string
 }
 
 // ahead returns the newest of kvs created before rev ("" none).
@@ -224,7 +237,12 @@ func (a *attempt) queue() (*dlock.Lease, error) {
 	for i, k := range keys {
 		ops[i] = clientv3.OpPut(k, val, clientv3.WithLease(s.id))
 	}
-	resp, err := a.c.cli.Txn(a.wctx).If(cmps...).Then(append(ops, a.sh.first...)...).Commit()
+	var orElse []clientv3.Op
+	if a.sh.guard != nil {
+		gc, ge := a.sh.guard()
+		cmps, orElse = append(cmps, gc...), ge
+	}
+	resp, err := a.c.cli.Txn(a.wctx).If(cmps...).Then(append(ops, a.sh.first...)...).Else(orElse...).Commit()
 	if err != nil {
 		if a.c.sessionGone(s, err) { // nothing was written
 			a.c.slots.give(a.slot)
@@ -235,7 +253,15 @@ func (a *attempt) queue() (*dlock.Lease, error) {
 		a.slot = -1
 		return nil, err
 	}
-	if !resp.Succeeded { // a key of that name exists (never, by the slots' rule): leave the slot, queue again
+	if !resp.Succeeded {
+		if a.sh.failed != nil {
+			if held, err := a.sh.failed(a.wctx, resp.Responses); !held { // nothing was written
+				a.c.slots.give(a.slot)
+				a.slot = -1
+				return nil, err
+			}
+		}
+		// a key of that name exists (never, by the slots' rule): leave the slot, queue again
 		a.slot = -1
 		return nil, nil
 	}
@@ -299,6 +325,12 @@ func (a *attempt) queue() (*dlock.Lease, error) {
 				return nil, nil       // our place is gone: queue again
 			}
 		}
+		if a.sh.recheck != nil {
+			if err := a.sh.recheck(resp.Responses[n:]); err != nil {
+				a.leave(keys, rev, s)
+				return nil, err
+			}
+		}
 		at = resp.Header.Revision
 		if blk, pfx = a.sh.blocker(resp.Responses[n:], rev); blk == "" {
 			return a.granted(s, keys, rev, id)
@@ -316,6 +348,10 @@ func (a *attempt) waitFor(ctx context.Context, s *session, blk string, pfx bool,
 		opts = append(opts, clientv3.WithPrefix())
 	}
 	wch := a.c.cli.Watch(ctx, blk, opts...)
+	var wake clientv3.WatchChan
+	if a.sh.wake != "" {
+		wake = a.c.cli.Watch(ctx, a.sh.wake, clientv3.WithRev(at+1))
+	}
 	var qgone <-chan struct{}
 	if a.q != nil {
 		qgone = a.q.gone
@@ -325,6 +361,10 @@ func (a *attempt) waitFor(ctx context.Context, s *session, blk string, pfx bool,
 		case wr, ok := <-wch:
 			// Events, a cancelled watch (compaction) or a closed channel:
 			// look again.
+			if !ok || wr.Err() != nil || wr.Canceled || len(wr.Events) > 0 {
+				return false, ctx.Err()
+			}
+		case wr, ok := <-wake:
 			if !ok || wr.Err() != nil || wr.Canceled || len(wr.Events) > 0 {
 				return false, ctx.Err()
 			}
@@ -408,7 +448,7 @@ func (a *attempt) granted(s *session, keys []string, rev int64, id string) (*dlo
 	ops := &grantOps{c: a.c, keys: keys, rev: rev, hold: a.hold, slot: a.slot, sess: s, lease: s.id}
 	g := seam.Grant[*grantOps]{
 		Shape: a.sh.kind, Name: a.sh.name, Key: a.hold, Owner: a.owner, ID: keys[0], Token: rev,
-		Sent: s.confirmed(), TTL: s.ttl, Renewed: true, Session: s, MaxHold: a.o.MaxHold, Ops: ops, OnLost: a.o.OnLost,
+		Sent: s.confirmed(), TTL: s.keep, Renewed: true, Session: s, MaxHold: a.o.MaxHold, Ops: ops, OnLost: a.o.OnLost,
 	}
 	switch {
 	case a.o.Lease > 0:

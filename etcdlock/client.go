@@ -34,10 +34,11 @@ type Config struct {
 	Prefix string
 	// TTL is the session lease's TTL (default DefaultTTL, at least 1 s): a
 	// holder that stops renewing (crashed, paused, cut off) keeps its locks
-	// for at most this long, and is told it lost them before then. etcd
-	// counts TTLs in whole seconds: it is rounded up, and etcd raises TTLs
-	// below its minimum (1.5 election timeouts, 2 s by default) to that
-	// minimum.
+	// for at most this long, and is told it lost them before then: at its
+	// last confirmed keepalive plus the TTL less 2/5 of the cluster's
+	// minimum TTL (see the package doc). etcd counts TTLs in whole seconds:
+	// it is rounded up, and etcd raises TTLs below its minimum (1.5
+	// election timeouts rounded up, 2 s by default) to that minimum.
 	TTL time.Duration
 	// Logger, if set, logs lost leases (Warn) and failed renewals (Debug).
 	// Without it the Client never logs.
@@ -91,7 +92,8 @@ type Client struct {
 	grants chan struct{} // one session grant at a time
 
 	mu     sync.Mutex
-	sess   *session // the current session; nil before the first or after one ended
+	sess   *session      // the current session; nil before the first or after one ended
+	minTTL time.Duration // the cluster's minimum lease TTL, once learned (margin.go)
 	closed bool
 }
 

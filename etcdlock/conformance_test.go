@@ -9,6 +9,7 @@ import (
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/dlocktest"
 	"github.com/dlockgo/dlock/internal/etcdproc"
+	"github.com/dlockgo/dlock/observe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -18,18 +19,10 @@ func TestConformance(t *testing.T) {
 	admin := etcdClient(t)
 	dlocktest.Run(t, dlocktest.Backend{
 		NewClient: func(t testing.TB) dlocktest.Client {
-			c := newClient(t, Config{TTL: 2 * time.Second})
-			return dlocktest.Client{
-				Mutex: func(name string) dlock.Locker { return c.Mutex(name) },
-				Lock:  func(name string) dlock.Locker { return c.Lock(name) },
-				Read:  func(name string) dlock.Locker { return c.RWLock(name).ReadLock() },
-				Write: func(name string) dlock.Locker { return c.RWLock(name).WriteLock() },
-				Semaphore: func(name string, permits int) dlock.Locker {
-					return c.Semaphore(name, permits)
-				},
-				MultiLock: func(names ...string) dlock.Locker { return c.MultiLock(names...) },
-				Close:     c.Close,
-			}
+			return conformanceClient(newClient(t, Config{TTL: 2 * time.Second}))
+		},
+		NewObservedClient: func(t testing.TB, o observe.Observer) dlocktest.Client {
+			return conformanceClient(newClient(t, Config{TTL: 2 * time.Second, Observer: o}))
 		},
 		// A waiting key moves to a lease of its own of QueueTimeout (1 s,
 		// etcd's shortest with FastElection) when that is shorter than the
@@ -41,14 +34,7 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { p.Close() })
-			c := newClientOn(t, etcdClient(t, p.Endpoint()), Config{TTL: 10 * time.Second})
-			return dlocktest.Client{
-				Mutex: func(name string) dlock.Locker { return c.Mutex(name) },
-				Lock:  func(name string) dlock.Locker { return c.Lock(name) },
-				Read:  func(name string) dlock.Locker { return c.RWLock(name).ReadLock() },
-				Write: func(name string) dlock.Locker { return c.RWLock(name).WriteLock() },
-				Close: c.Close,
-			}, p.Cut
+			return conformanceClient(newClientOn(t, etcdClient(t, p.Endpoint()), Config{TTL: 10 * time.Second})), p.Cut
 		},
 		Renewal: 2 * time.Second,
 		Lease:   1500 * time.Millisecond,
@@ -81,4 +67,18 @@ func TestConformance(t *testing.T) {
 			}
 		},
 	})
+}
+
+// conformanceClient is c as the suite sees it.
+func conformanceClient(c *Client) dlocktest.Client {
+	return dlocktest.Client{
+		Mutex:     func(name string) dlock.Locker { return c.Mutex(name) },
+		Lock:      func(name string) dlock.Locker { return c.Lock(name) },
+		Read:      func(name string) dlock.Locker { return c.RWLock(name).ReadLock() },
+		Write:     func(name string) dlock.Locker { return c.RWLock(name).WriteLock() },
+		Semaphore: func(name string, permits int) dlocktest.Semaphore { return c.Semaphore(name, permits) },
+		MultiLock: func(names ...string) dlock.Locker { return c.MultiLock(names...) },
+		Inspect:   c.Inspect,
+		Close:     c.Close,
+	}
 }

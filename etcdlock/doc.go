@@ -11,8 +11,13 @@
 // bound: a holder is told its lock is lost (Lease.Context cancelled with
 // ErrLockLost, Done closed) when etcd says the session lease is gone, when
 // the key was removed behind its back, and when no keepalive was confirmed
-// for a TTL on the client's own monotonic clock (less a small margin) —
-// before etcd can expire the lease and grant the lock to anyone else.
+// for a TTL on the client's own monotonic clock, less the election margin
+// (2/5 of the cluster's minimum lease TTL, which the Client learns once:
+// 800 ms with etcd's default election timeout; see margin.go) and a small
+// drift allowance — before the cluster can expire the lease and grant the
+// lock to anyone else, also when the holder's member is a leader cut off
+// from its followers, which goes on confirming keepalives until it steps
+// down.
 // LeaseTime(d) gives a grant a lease of its own that nothing renews;
 // MaxHold(d) caps how long a grant may be held.
 //

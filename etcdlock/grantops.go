@@ -118,9 +118,11 @@ func (o *grantOps) Verify(ctx context.Context) (bool, error) {
 }
 
 // Extend makes etcd keep the keys for at least ttl from now. Keys on the
-// session: one keepalive (ttl may not exceed the session's TTL: the session
+// session: one keepalive (ttl may not exceed what the session keeps past a
+// keepalive, its TTL less the election margin of margin.go: the session
 // renews them). Keys on a lease of their own: a keepalive of that lease
-// when ttl fits in its TTL, else the keys move to a new lease of ttl and
+// when ttl fits in its TTL less that margin, else the keys move to a new
+// lease of ttl and
 // the old lease is revoked before Extend returns (if etcd cannot be reached
 // for the revoke, it is retried in the background; the old lease holds
 // nothing any more either way, and expires by itself at its TTL).
@@ -129,8 +131,9 @@ func (o *grantOps) Extend(ctx context.Context, ttl time.Duration) (bool, error) 
 	s, lease, leaseTTL := o.sess, o.lease, o.leaseTTL
 	o.mu.Unlock()
 	if s != nil {
-		if ttl > s.ttl {
-			return false, fmt.Errorf("%w: %v is longer than the session TTL %v (a lock without LeaseTime is kept by its session)", dlock.ErrInvalidDuration, ttl, s.ttl)
+		if ttl > s.keep {
+			return false, fmt.Errorf("%w: %v is longer than the session keeps a lock past a keepalive, %v (its TTL %v less %v an isolated leader can outlast the majority by; a lock without LeaseTime is kept by its session)",
+				dlock.ErrInvalidDuration, ttl, s.keep, s.ttl, s.ttl-s.keep)
 		}
 		sent := time.Now()
 		if _, err := o.c.cli.KeepAliveOnce(ctx, lease); err != nil {
@@ -143,7 +146,7 @@ func (o *grantOps) Extend(ctx context.Context, ttl time.Duration) (bool, error) 
 		s.confirm(sent)
 		return o.Verify(ctx)
 	}
-	if ttl <= leaseTTL {
+	if ttl <= leaseTTL-o.c.margin() {
 		if _, err := o.c.cli.KeepAliveOnce(ctx, lease); err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 				return false, nil

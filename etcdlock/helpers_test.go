@@ -18,6 +18,24 @@ func (c *Client) sessionID() clientv3.LeaseID {
 	return c.sess.id
 }
 
+// minLease returns the cluster's minimum lease TTL as c learned it.
+func (c *Client) minLease() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.minTTL
+}
+
+// keepFor returns how long c holds its current session past a confirmed
+// keepalive (0: no session).
+func (c *Client) keepFor() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sess == nil {
+		return 0
+	}
+	return c.sess.keep
+}
+
 // keysIn returns the keys in dir, oldest first.
 func keysIn(t testing.TB, cli *clientv3.Client, dir string) []*keyInfo {
 	t.Helper()

@@ -44,7 +44,8 @@ var inspected = []string{"mutex", "lock", "rw", "semaphore"}
 //     "read" for an RWLock. Deadline is the remaining TTL of a waiter's own
 //     lease (QueueTimeout, rounded up like TTL), or -1 when its place lives
 //     as long as its session.
-//   - Permits: a Semaphore's count, as its holders wrote it.
+//   - Permits: a Semaphore's count, from its count key (a free semaphore
+//     whose count is kept is Shape "semaphore", not held).
 //   - LastFence: the greatest token among the holders (etcd keeps no
 //     counter: 0 when free; every later grant's token is greater anyway).
 func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
@@ -55,20 +56,24 @@ func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
 	if err := seam.CheckName(name); err != nil {
 		return info, seam.Wrap("inspect", "", name, err)
 	}
-	ops := make([]clientv3.Op, len(inspected))
+	ops := make([]clientv3.Op, len(inspected), len(inspected)+1)
 	for i, kind := range inspected {
 		ops[i] = clientv3.OpGet(c.dir(kind, name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	}
-	resp, err := c.cli.Txn(ctx).Then(ops...).Commit()
+	resp, err := c.cli.Txn(ctx).Then(append(ops, clientv3.OpGet(c.permitsKey(name)))...).Commit()
 	if err != nil {
 		return info, seam.StoreErr(ctx, "inspect", "", name, err)
 	}
 	var kvs []*mvccpb.KeyValue
-	for i, r := range resp.Responses {
+	for i, r := range resp.Responses[:len(inspected)] {
 		if kvs = r.GetResponseRange().GetKvs(); len(kvs) > 0 {
 			info.Shape = inspected[i]
 			break
 		}
+	}
+	permits, _, counted := storedCount(resp.Responses[len(inspected)])
+	if info.Shape == "" && counted { // a free semaphore: its count stays
+		info.Shape = "semaphore"
 	}
 	var held, waiting []*mvccpb.KeyValue
 	var modes map[*mvccpb.KeyValue]string
@@ -76,7 +81,10 @@ func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
 	case "mutex", "lock":
 		held, waiting = kvs[:1], kvs[1:]
 	case "semaphore":
-		info.Permits = parseValue(string(kvs[0].Value)).permits
+		info.Permits = permits
+		if !counted { // keys of a version that kept no count
+			info.Permits = parseValue(string(kvs[0].Value)).permits
+		}
 		n := min(max(info.Permits, 1), len(kvs))
 		held, waiting = kvs[:n], kvs[n:]
 	case "rw":

@@ -240,7 +240,10 @@ func TestInspectSemaphore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	inspectEventually(t, a, n, "free again", func(i seam.Info) bool { return i.Shape == "" })
+	// Free again; the count stays in etcd.
+	inspectEventually(t, a, n, "free again", func(i seam.Info) bool {
+		return i.Shape == "semaphore" && !i.Held && len(i.Holders) == 0 && len(i.Queue) == 0 && i.Permits == 2
+	})
 }
 
 // A MultiLock's members are Locks: each name shows the MultiLock's grant.

@@ -12,6 +12,7 @@ import (
 //
 //	<prefix><kind>/<len(name)>:<name>/<holder>          mutex, lock, semaphore
 //	<prefix>rw/<len(name)>:<name>/{r,w,d}/<holder>      read, write, downgrade
+//	<prefix>permits/<len(name)>:<name>                  a Semaphore's count
 //
 // A MultiLock writes one key under the lock/ directory of each of its
 // names. The length in front of the name keeps one lock's directory from
@@ -41,6 +42,13 @@ import (
 // dir returns the key directory of the lock of kind called name.
 func (c *Client) dir(kind, name string) string {
 	return c.prefix + kind + "/" + strconv.Itoa(len(name)) + ":" + name + "/"
+}
+
+// permitsKey returns the key of the permit count of the Semaphore called
+// name: its value is the count in decimal, set by the first acquisition (or
+// SetPermits), on no lease.
+func (c *Client) permitsKey(name string) string {
+	return c.prefix + "permits/" + strconv.Itoa(len(name)) + ":" + name
 }
 
 // holderKey returns the key in dir of slot on session s.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -28,16 +29,14 @@ import (
 //   - tokens increase strictly, across the new leader;
 //   - the majority grants again, and the test reports after how long.
 
-// partitionTTL is the session TTL of the partition tests (FastElection: a
-// 50 ms heartbeat, a 500 ms election timeout). An isolated etcd leader
-// keeps confirming keepalives until it steps down, up to two election
-// timeouts after the cut, while a new leader keeps the leases only from
-// its election (at least one election timeout after the last heartbeat
-// it had from the old one) plus one election timeout: what a client was
-// promised can outlast what the majority keeps by up to one heartbeat
-// interval. The client's safety margin (dlock.Drift: 1% of the TTL plus
-// 2 ms) covers that from a 5 s TTL on (52 ms against 50 ms).
-const partitionTTL = 5 * time.Second
+// partitionTTL is the session TTL of the flap test (FastElection: a 50 ms
+// heartbeat, a 500 ms election timeout). An isolated etcd leader keeps
+// confirming keepalives until it steps down, up to two election timeouts
+// after the cut, while a new leader keeps the leases only from its
+// election plus one election timeout: what a client was promised can
+// outlast what the majority keeps by up to three heartbeat intervals,
+// which the election margin (margin.go) covers at any TTL.
+const partitionTTL = 2 * time.Second
 
 // partitionCluster starts 3 members whose peer links a test can cut.
 func partitionCluster(t *testing.T, o etcdproc.Options) *etcdproc.Cluster {
@@ -125,9 +124,15 @@ const lockKey = "x"
 // off from both peers while its client still reaches it; "2/1 split": a
 // follower cut off while the leader keeps the majority. The holder is told
 // it lost the lock before the majority grants it to the waiter; after Heal
-// the holder's client takes it again.
+// the holder's client takes it again. Each split at etcd's minimum TTL
+// and a longer one, with a 500 ms election timeout (FastElection: minimum
+// 1 s) and etcd's default 1 s (minimum 2 s; 10 s is the default TTL); the
+// cut comes at a random phase of the holder's keepalives (logged).
+// Before the election margin, the isolated leader's last confirmation
+// outlasted the majority's lease at a 2 s TTL (the smallest margin seen
+// in 5 runs: 29 ms, with the drift allowance of 22 ms).
 func TestPartitionHolderCutOff(t *testing.T) {
-	for _, tc := range []struct {
+	splits := []struct {
 		name  string
 		split func(c *etcdproc.Cluster, leader *etcdproc.Member) (minority, majority []*etcdproc.Member)
 	}{
@@ -138,47 +143,114 @@ func TestPartitionHolderCutOff(t *testing.T) {
 			f := c.Others(l)
 			return f[1:], []*etcdproc.Member{l, f[0]}
 		}},
+	}
+	for _, tc := range []struct {
+		name    string
+		fast    bool          // FastElection, else etcd's defaults
+		et, ttl time.Duration // the election timeout, the session TTL
+		rounds  int           // splits of each kind on one cluster
+	}{
+		{"fast/ttl-1s", true, 500 * time.Millisecond, time.Second, 3},
+		{"fast/ttl-2s", true, 500 * time.Millisecond, 2 * time.Second, 3},
+		{"default/ttl-2s", false, time.Second, 2 * time.Second, 2},
+		{"default/ttl-10s", false, time.Second, 10 * time.Second, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := partitionCluster(t, etcdproc.Options{FastElection: true})
-			ctx := testCtx(t, 50*time.Second)
-			leader, err := c.Leader(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			minority, majority := tc.split(c, leader)
-			prefix := testPrefix(t)
-			f, err := witness.CutOff{
-				Minority: acquirer(sideClient(t, prefix, partitionTTL, minority...), lockKey),
-				Majority: acquirer(sideClient(t, prefix, partitionTTL, majority...), lockKey),
-				Queued: func(ctx context.Context) error { // the waiter's key is the second
-					awaitKeyCount(t, ctx, etcdClient(t, endpoints(majority)...), prefix, 2)
-					return nil
-				},
-				Cut:  func() error { return c.Partition(minority, majority) },
-				Heal: c.Heal,
-				Elected: func(ctx context.Context) (string, error) {
-					m, err := c.LeaderIn(ctx, majority...)
-					if err != nil {
-						return "", err
-					}
-					return leader.Name() + " -> " + m.Name(), nil
-				},
-			}.Run(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%v", f)
-			for _, err := range f.Violations {
-				t.Error(err)
-			}
-			// (Unlock of a lost lease waits for the release to reach etcd,
-			// here until its 5 s bound: the holder's member is cut off.)
-			if !errors.Is(f.LostErr, dlock.ErrLockLost) || !errors.Is(f.UnlockedLost, dlock.ErrLockLost) {
-				t.Errorf("the cut-off holder's Err %v and Unlock %v; want ErrLockLost", f.LostErr, f.UnlockedLost)
+			c := partitionCluster(t, etcdproc.Options{FastElection: tc.fast})
+			for _, sp := range splits {
+				for i := range tc.rounds {
+					t.Run(fmt.Sprintf("%s/%d", sp.name, i), func(t *testing.T) {
+						ctx := testCtx(t, 50*time.Second+2*tc.ttl)
+						if err := c.Healthy(ctx); err != nil {
+							t.Fatal(err)
+						}
+						leader, err := c.Leader(ctx)
+						if err != nil {
+							t.Fatal(err)
+						}
+						minority, majority := sp.split(c, leader)
+						cutOff(t, ctx, c, leader, minority, majority, tc.ttl, tc.et)
+					})
+				}
 			}
 		})
 	}
+}
+
+// cutOff plays one split (see witness.CutOff) with sessions of ttl and
+// fails t for every violation. If the split elects a new leader (et: the
+// cluster's election timeout), it also measures the margin against what
+// the majority keeps: the new leader extends every lease to its first
+// entry plus et plus the TTL (lessor.Promote), so the holder's lease lives
+// there at least until the last moment no majority member led, plus et
+// plus ttl; the holder must have been told before that.
+func cutOff(t *testing.T, ctx context.Context, c *etcdproc.Cluster, leader *etcdproc.Member, minority, majority []*etcdproc.Member, ttl, et time.Duration) witness.CutOffFigures {
+	t.Helper()
+	prefix := testPrefix(t)
+	holder := sideClient(t, prefix, ttl, minority...)
+	phase := rand.N(ttl / 3)
+	var cut, noLeader time.Time // the cut; the last poll that found no leader on the majority
+	var elected *etcdproc.Member
+	f, err := witness.CutOff{
+		Minority: acquirer(holder, lockKey),
+		Majority: acquirer(sideClient(t, prefix, ttl, majority...), lockKey),
+		Queued: func(ctx context.Context) error { // the waiter's key is the second
+			awaitKeyCount(t, ctx, etcdClient(t, endpoints(majority)...), prefix, 2)
+			return nil
+		},
+		Cut: func() error {
+			time.Sleep(phase)
+			cut = time.Now()
+			return c.Partition(minority, majority)
+		},
+		Heal: c.Heal,
+		Elected: func(ctx context.Context) (string, error) {
+			for elected == nil {
+				round := time.Now()
+				for _, m := range majority {
+					if ok, err := m.IsLeader(ctx); err == nil && ok {
+						elected = m
+						break
+					}
+				}
+				if elected == nil {
+					noLeader = round
+					select {
+					case <-ctx.Done():
+						return "", ctx.Err()
+					case <-time.After(5 * time.Millisecond):
+					}
+				}
+			}
+			return leader.Name() + " -> " + elected.Name(), nil
+		},
+	}.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := "the leader stayed"
+	if elected != leader {
+		lives := noLeader.Add(et + ttl).Sub(cut) // after the cut, the least the majority keeps the lease
+		kept = fmt.Sprintf("the majority keeps the lease at least %v after the cut: %v after the loss signal",
+			lives.Round(time.Millisecond), (lives - f.Told).Round(time.Millisecond))
+		if f.Told >= lives {
+			t.Errorf("the holder cut off was told it lost the lock %v after the cut, when the majority could have let its lease expire (%v)", f.Told, lives)
+		}
+	}
+	t.Logf("TTL %v (etcd's minimum %v, held %v past a keepalive), cut %v into the keepalive cycle: %v; %s",
+		ttl, holder.minLease(), holder.keepFor(), phase.Round(time.Millisecond), f, kept)
+	for _, err := range f.Violations {
+		t.Error(err)
+	}
+	if f.Margin <= 0 {
+		t.Errorf("the holder cut off was told it lost the lock %v after the majority granted it", -f.Margin)
+	}
+	// (Unlock of a lost lease waits for the release to reach etcd, here
+	// until its bound: the holder's member is cut off.)
+	if !errors.Is(f.LostErr, dlock.ErrLockLost) || !errors.Is(f.UnlockedLost, dlock.ErrLockLost) {
+		t.Errorf("the cut-off holder's Err %v and Unlock %v; want ErrLockLost", f.LostErr, f.UnlockedLost)
+	}
+	return f
 }
 
 // TestPartitionFlap: contenders on both sides of a link that flaps — one

@@ -21,6 +21,7 @@ type session struct {
 	id   clientv3.LeaseID
 	hex  string        // id in hex and "-": the start of its keys' holder part
 	ttl  time.Duration // as granted by etcd
+	keep time.Duration // how long past a confirmed keepalive it is held: ttl less the election margin (margin.go)
 	done chan struct{} // closed when the session ended
 
 	mu    sync.Mutex
@@ -28,8 +29,8 @@ type session struct {
 	ended bool
 }
 
-// confirmed returns when the last confirmed renewal was sent: etcd keeps
-// the lease until at least that moment plus the TTL.
+// confirmed returns when the last confirmed renewal was sent: the cluster
+// keeps the lease until at least that moment plus keep (margin.go).
 func (s *session) confirmed() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -38,7 +39,7 @@ func (s *session) confirmed() time.Time {
 
 // deadline is when the session must be taken as gone on the local clock.
 func (s *session) deadline() time.Time {
-	return s.confirmed().Add(s.ttl - seam.Drift(s.ttl))
+	return s.confirmed().Add(s.keep - seam.Drift(s.keep))
 }
 
 // alive reports whether the session has not ended and its deadline has not
@@ -46,7 +47,7 @@ func (s *session) deadline() time.Time {
 func (s *session) alive() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.ended && time.Now().Before(s.sent.Add(s.ttl-seam.Drift(s.ttl)))
+	return !s.ended && time.Now().Before(s.sent.Add(s.keep-seam.Drift(s.keep)))
 }
 
 // confirm records a renewal sent at sent; false if the session has ended
@@ -54,7 +55,7 @@ func (s *session) alive() bool {
 func (s *session) confirm(sent time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended || !time.Now().Before(s.sent.Add(s.ttl-seam.Drift(s.ttl))) {
+	if s.ended || !time.Now().Before(s.sent.Add(s.keep-seam.Drift(s.keep))) {
 		return false
 	}
 	if sent.After(s.sent) {
@@ -114,12 +115,17 @@ func (c *Client) grantSession(ctx context.Context) (*session, error) {
 	if cur != nil {
 		return nil, nil
 	}
+	m, err := c.minLeaseTTL(ctx)
+	if err != nil {
+		return nil, err
+	}
 	sent := time.Now()
 	resp, err := c.cli.Grant(ctx, seconds(c.ttl))
 	if err != nil {
 		return nil, err
 	}
-	s := &session{id: resp.ID, hex: strconv.FormatInt(int64(resp.ID), 16) + "-", ttl: time.Duration(resp.TTL) * time.Second, sent: sent, done: make(chan struct{})}
+	ttl := time.Duration(resp.TTL) * time.Second
+	s := &session{id: resp.ID, hex: strconv.FormatInt(int64(resp.ID), 16) + "-", ttl: ttl, keep: ttl - electionMargin(m), sent: sent, done: make(chan struct{})}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -244,10 +250,10 @@ func (c *Client) renew(s *session) bool {
 			c.endSession(s, observe.LostUnreachable, true)
 			return true
 		}
-		// Every hold of s is kept by its lease, which etcd keeps until at
-		// least sent + ttl: also one granted while the keepalive was in
-		// flight.
-		c.keeper.RenewSession(s, sent, time.Duration(resp.TTL)*time.Second)
+		// Every hold of s is kept by its lease, which the cluster keeps
+		// until at least sent + keep (margin.go): also one granted while
+		// the keepalive was in flight.
+		c.keeper.RenewSession(s, sent, s.keep)
 		c.checkKeys(c.keeper.Session(s))
 		return true
 	case err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound):

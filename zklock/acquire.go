@@ -20,8 +20,9 @@ type request struct {
 	name      string   // the lock's name (a MultiLock's: its members joined by ",")
 	names     []string // a MultiLock's members, in canonical order; nil for the other shapes
 	kind      byte
-	permits   int  // a semaphore's permits
-	reentrant bool // re-entered by its owner (through the Keeper); its nodes record their owner
+	permits   int        // a semaphore's permits, as ZooKeeper keeps them (see settle)
+	sem       *Semaphore // the Semaphore a permit is asked of
+	reentrant bool       // re-entered by its owner (through the Keeper); its nodes record their owner
 	owner     string
 	carried   bool // the owner came with ctx (it may hold something already)
 }
@@ -237,7 +238,13 @@ func (c *Client) wait(ctx context.Context, r *request, until time.Time, o seam.O
 	data := c.nodeData(r, o)
 	for {
 		attempt := newAttempt()
-		got, sid, err := c.create(ctx, dirs, r.kind, attempt, data)
+		got, sid, err := c.create(ctx, dirs, r.kind, attempt, data, c.countCheck(r))
+		if errors.Is(err, errCount) { // nothing was made: see what count ZooKeeper keeps
+			if err := c.settle(ctx, r); err != nil {
+				return nil, time.Time{}, err
+			}
+			continue
+		}
 		if err != nil {
 			return nil, time.Time{}, err
 		}
@@ -296,6 +303,15 @@ func (c *Client) await(ctx context.Context, r *request, dir, path string, sid in
 		}
 		for _, tw := range p.twins { // a twin of ours (a create applied late) blocks nobody
 			go c.deletePath(dir+"/"+tw, sid)
+		}
+		if r.kind == kindPermit { // the count, read after the listing (see recheck)
+			changed, err := c.recheck(ctx, r)
+			if retryable(err) || changed {
+				continue
+			}
+			if err != nil {
+				return time.Time{}, err
+			}
 		}
 		if p.ok {
 			return sent, nil

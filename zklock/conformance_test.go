@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/dlocktest"
+	"github.com/dlockgo/dlock/observe"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -19,15 +20,10 @@ func TestConformance(t *testing.T) {
 		Renewal: 3 * time.Second,
 		Lease:   time.Second,
 		NewClient: func(t testing.TB) dlocktest.Client {
-			c := dial(t, 3*time.Second)
-			return dlocktest.Client{
-				Mutex:     func(name string) dlock.Locker { return c.Mutex(name) },
-				Lock:      func(name string) dlock.Locker { return c.Lock(name) },
-				Read:      func(name string) dlock.Locker { return c.RWLock(name).ReadLock() },
-				Write:     func(name string) dlock.Locker { return c.RWLock(name).WriteLock() },
-				Semaphore: func(name string, permits int) dlock.Locker { return c.Semaphore(name, permits) },
-				Close:     c.Close,
-			}
+			return conformanceClient(dial(t, 3*time.Second))
+		},
+		NewObservedClient: func(t testing.TB, o observe.Observer) dlocktest.Client {
+			return conformanceClient(dial(t, 3*time.Second, Config{Observer: o}))
 		},
 		Told: time.Second,
 		// Tamper deletes the first node in line, as zkCli's delete would.
@@ -57,4 +53,18 @@ func TestConformance(t *testing.T) {
 			}
 		},
 	})
+}
+
+// conformanceClient is c as the suite sees it.
+func conformanceClient(c *Client) dlocktest.Client {
+	return dlocktest.Client{
+		Mutex:     func(name string) dlock.Locker { return c.Mutex(name) },
+		Lock:      func(name string) dlock.Locker { return c.Lock(name) },
+		Read:      func(name string) dlock.Locker { return c.RWLock(name).ReadLock() },
+		Write:     func(name string) dlock.Locker { return c.RWLock(name).WriteLock() },
+		Semaphore: func(name string, permits int) dlocktest.Semaphore { return c.Semaphore(name, permits) },
+		MultiLock: func(names ...string) dlock.Locker { return c.MultiLock(names...) },
+		Inspect:   c.Inspect,
+		Close:     c.Close,
+	}
 }

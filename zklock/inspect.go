@@ -16,8 +16,8 @@ var _ seam.Inspector = (*Client)(nil)
 
 // Inspect reads the state of the lock called name, whatever its shape,
 // without changing it: one listing of its directory and one read of each
-// node in it (not one snapshot: a node that leaves between the two is left
-// out). Its fields mean what they mean on Redis (seam.Info), read from
+// node in it, and one listing of a Semaphore's count (not one snapshot: a
+// node that leaves between the two is left out). Its fields mean what they mean on Redis (seam.Info), read from
 // ZooKeeper as follows:
 //
 //   - Holders are the nodes granted now (the first in line; readers with no
@@ -25,18 +25,25 @@ var _ seam.Inspector = (*Client)(nil)
 //     others, in line. Host, PID, Label and Since come from the metadata a
 //     node carries (Since: when the node was queued, on its holder's
 //     clock). ID is the first 8 characters of the node's name (Lease.ID).
+//
 //   - Fence is the node's czxid (Lease.Token); LastFence the largest token
 //     held now, or, when nothing is held, the token of the last node
 //     queued (the directory's mzxid): a later grant's token is larger.
+//
 //   - Count is 1: a holder's re-entries are counted by its Client, not in
 //     ZooKeeper.
+//
 //   - TTL is how long a hold outlives its holder's last sign of life (its
 //     session timeout, or a shorter fixed lease), not a countdown: the
 //     server alone knows when it last heard from that session. Info.TTL is
 //     the exclusive holder's; -1 when the lock is free or each holder has
 //     its own (readers, permits).
+//
 //   - A waiter's place lives as long as its session: Waiter.Deadline is
 //     -1. A waiting reader's Mode is "read".
+//
+//   - Permits is a Semaphore's count, as ZooKeeper keeps it (a free
+//     semaphore whose count is kept is Shape "semaphore", not held).
 //
 // A Semaphore is a lock of its own on ZooKeeper: when the name has nodes of
 // both families, Inspect reports the Mutex/Lock/RWLock/MultiLock one.
@@ -60,6 +67,14 @@ func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
 			}
 			return info, seam.StoreErr(ctx, "inspect", "", name, err)
 		}
+		if family == familySemaphore {
+			if info.Permits, err = c.storedPermits(ctx, name); err != nil {
+				if errors.Is(err, errClosed) {
+					err = dlock.ErrClosed
+				}
+				return info, seam.StoreErr(ctx, "inspect", "", name, err)
+			}
+		}
 		if len(d.nodes) == 0 {
 			last = max(last, d.mzxid)
 			continue
@@ -68,6 +83,9 @@ func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
 		return info, nil
 	}
 	info.LastFence = last
+	if info.Permits > 0 { // a free semaphore: its count stays
+		info.Shape = "semaphore"
+	}
 	return info, nil
 }
 
@@ -146,7 +164,9 @@ func (d listed) describe(info *seam.Info) {
 	switch {
 	case first.kind == kindPermit:
 		info.Shape = "semaphore"
-		info.Permits = first.meta.permits
+		if info.Permits == 0 { // nodes of a version that kept no count
+			info.Permits = first.meta.permits
+		}
 	case first.kind == kindRead, first.meta.shape == "rw_write":
 		info.Shape = "rw"
 	case first.meta.shape != "":

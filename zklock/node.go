@@ -184,20 +184,23 @@ type created struct {
 // one transaction, and returns them, with their czxid (the creates and a
 // touch of each directory are one transaction, so the directories' mzxid
 // is the nodes' czxid; the touch's reply also says how many children each
-// directory has) and the session they belong to. A create whose
+// directory has) and the session they belong to. If check is not "",
+// the transaction also checks that the node check exists (a Semaphore's
+// count, see countCheck), and fails with errCount, making nothing, if it
+// does not. A create whose
 // reply was lost is looked for by its attempt id and adopted, never left
 // behind; a missing directory is created. If ctx ends first, whatever the
 // create made is deleted in the background.
-func (c *Client) create(ctx context.Context, dirs []string, kind byte, attempt string, data []byte) (created, int64, error) {
+func (c *Client) create(ctx context.Context, dirs []string, kind byte, attempt string, data []byte, check string) (created, int64, error) {
 	prefix := string(kind) + "-" + attempt + "-"
 	backoff := 20 * time.Millisecond
 	for {
 		var r createResult
 		if ctx.Done() == nil { // nothing to abandon it for (see call)
-			r = c.createOnce(dirs, prefix, data)
+			r = c.createOnce(dirs, prefix, data, check)
 		} else {
 			res := make(chan createResult, 1)
-			go func() { res <- c.createOnce(dirs, prefix, data) }()
+			go func() { res <- c.createOnce(dirs, prefix, data, check) }()
 			select {
 			case r = <-res:
 			case <-ctx.Done():
@@ -247,12 +250,15 @@ type createResult struct {
 	err    error
 }
 
-func (c *Client) createOnce(dirs []string, prefix string, data []byte) createResult {
-	ops := make([]any, 0, 2*len(dirs))
+func (c *Client) createOnce(dirs []string, prefix string, data []byte, check string) createResult {
+	ops := make([]any, 0, 2*len(dirs)+1)
 	for _, dir := range dirs {
 		ops = append(ops,
 			&zk.CreateRequest{Path: dir + "/" + prefix, Data: data, Acl: c.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
 			&zk.SetDataRequest{Path: dir, Data: nil, Version: -1})
+	}
+	if check != "" {
+		ops = append(ops, &zk.CheckVersionRequest{Path: check, Version: -1})
 	}
 	sent := time.Now()
 	rs, err := c.conn.Multi(ops...)
@@ -264,6 +270,9 @@ func (c *Client) createOnce(dirs []string, prefix string, data []byte) createRes
 		// name), and Multi returns the first error of all.
 		if r.Error != nil && !strings.HasPrefix(r.Error.Error(), "unknown error") {
 			err, failed = r.Error, i/2
+			if i == 2*len(dirs) { // the check
+				err = errCount
+			}
 			break
 		}
 	}
