@@ -384,7 +384,7 @@ double grants, and each run prints its figures (--runs, default 10).`,
 	}
 	f.registerOutput(c)
 	fl := c.Flags()
-	fl.StringVar(&o.Fault, "fault", "crash", "crash or partition")
+	fl.StringVar(&o.Fault, "fault", "crash", "redis: crash or partition; etcd, zookeeper: kill (= crash), pause, partition (the leader cut off from its peers) or cut-clients (from its clients)")
 	fl.IntVar(&o.Runs, "runs", 5, "runs per mode")
 	fl.StringArrayVar(&o.Modes, "mode", nil, "mode to run (repeatable; default all: "+strings.Join(drill.FailoverModes, ", ")+")")
 	fl.IntVar(&o.Workers, "workers", 8, "workers, each with its own Redis and lock clients")

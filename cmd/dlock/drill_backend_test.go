@@ -86,19 +86,26 @@ func TestDrillBackendBadInput(t *testing.T) {
 // The failover drill on a 3-member etcd cluster and a 3-server ZooKeeper
 // ensemble, one short run per fault: the leader is faulted, the sale goes on
 // on the other members, and the lock service grants no lock twice (the
-// witness) while the fenced ledger never oversells.
+// witness) while the fenced ledger never oversells and tokens increase. With
+// the leader cut off from its peers, every lock held across the cut by a
+// client that reaches only the old leader is told lost before the majority
+// grants it again.
 func TestDrillFailoverConsensus(t *testing.T) {
 	for _, kind := range []string{backend.Etcd, backend.ZooKeeper} {
-		for _, fault := range []string{"kill", "pause"} {
+		for _, fault := range []string{"kill", "pause", "partition"} {
 			t.Run(kind+"/"+fault, func(t *testing.T) {
 				var res struct {
 					Backend string `json:"backend"`
 					Fault   string `json:"fault"`
 					Runs    []struct {
-						Acquisitions   int   `json:"acquisitions"`
-						DoubleGrants   int   `json:"double_grants"`
-						OversoldFenced int64 `json:"oversold_fenced"`
-						OldLeader      int   `json:"old_leader"`
+						Acquisitions   int     `json:"acquisitions"`
+						DoubleGrants   int     `json:"double_grants"`
+						OversoldFenced int64   `json:"oversold_fenced"`
+						OldLeader      int     `json:"old_leader"`
+						TokensOut      int     `json:"tokens_out_of_order"`
+						MinorityHolds  int     `json:"minority_holds"`
+						ToldInTime     int     `json:"told_in_time"`
+						ElectedMS      float64 `json:"elected_ms"`
 					} `json:"runs"`
 				}
 				drillJSON(t, &res, "drill", "failover", "--backend", kind, "--fault", fault, "--runs", "1",
@@ -110,8 +117,12 @@ func TestDrillFailoverConsensus(t *testing.T) {
 				if r.Acquisitions == 0 || r.OldLeader < 0 || r.OldLeader > 2 {
 					t.Fatalf("run %+v", r)
 				}
-				if r.DoubleGrants != 0 || r.OversoldFenced != 0 {
-					t.Fatalf("%s granted a lock twice across a %s of the leader: %+v", kind, fault, r)
+				if r.DoubleGrants != 0 || r.OversoldFenced != 0 || r.TokensOut != 0 {
+					t.Fatalf("%s granted a lock twice (or tokens went back) across a %s of the leader: %+v", kind, fault, r)
+				}
+				if fault == "partition" && (r.MinorityHolds == 0 || r.ToldInTime != r.MinorityHolds || r.ElectedMS <= 0) {
+					t.Fatalf("partition: %d locks held across the cut, %d told before the majority granted them again, majority's leader after %.0f ms: %+v",
+						r.MinorityHolds, r.ToldInTime, r.ElectedMS, r)
 				}
 			})
 		}

@@ -31,18 +31,24 @@ type member interface {
 }
 
 // ensemble is a 3-member cluster the drill injects faults into, with a
-// cuttable proxy in front of every member's client address: the clients
-// connect through them, so a partition can cut a member's clients off
-// while its peers still reach it.
+// cuttable proxy in front of every member's client address (the clients
+// connect through them, so cut-clients can cut a member's clients off
+// while its peers still reach it) and the links between members behind
+// proxies too (so partition can isolate a member from its peers while its
+// clients still reach it).
 type ensemble struct {
 	members []member
 	px      []*etcdproc.Proxy
 	leader  func(ctx context.Context) (member, error)
-	close   func() error
+	// leaderIn waits for the leader among the members other than skip.
+	leaderIn func(ctx context.Context, skip int) (member, error)
+	isolate  func(i int) error // cut every link between member i and its peers
+	heal     func() error      // bring every link between members up
+	close    func() error
 }
 
 // newEnsemble puts a proxy in front of each client address (addrs[i] is
-// members[i]'s).
+// members[i]'s); e's leaderIn, isolate and heal are the caller's to set.
 func newEnsemble(members []member, addrs []string, leader func(context.Context) (member, error), closeFn func() error) (*ensemble, error) {
 	e := &ensemble{members: members, leader: leader, close: closeFn}
 	for _, a := range addrs {
@@ -68,6 +74,17 @@ func (e *ensemble) Addr() string {
 // Leader returns the index of the current leader.
 func (e *ensemble) Leader(ctx context.Context) (int, error) {
 	m, err := e.leader(ctx)
+	return e.index(m, err)
+}
+
+// LeaderOthers waits for a leader among the members other than skip (the
+// majority's, after member skip was isolated) and returns its index.
+func (e *ensemble) LeaderOthers(ctx context.Context, skip int) (int, error) {
+	m, err := e.leaderIn(ctx, skip)
+	return e.index(m, err)
+}
+
+func (e *ensemble) index(m member, err error) (int, error) {
 	if err != nil {
 		return -1, err
 	}
@@ -79,8 +96,9 @@ func (e *ensemble) Leader(ctx context.Context) (int, error) {
 
 // faultOps says, for each of ConsensusFaults, how it strikes member i of
 // an ensemble and how it is undone: SIGKILL and a restart (waited for up
-// to 60 s), SIGSTOP and SIGCONT, a black hole between the member and its
-// clients (its peers still reach it) and the link healed.
+// to 60 s), SIGSTOP and SIGCONT, the member cut off from its peers (its
+// clients still reach it) and the links healed, a black hole between the
+// member and its clients (its peers still reach it) and the link healed.
 var faultOps = map[string]struct {
 	inject func(e *ensemble, i int) error
 	undo   func(ctx context.Context, e *ensemble, i int) error
@@ -98,6 +116,10 @@ var faultOps = map[string]struct {
 		func(_ context.Context, e *ensemble, i int) error { return e.members[i].Resume() },
 	},
 	FaultPartition: {
+		func(e *ensemble, i int) error { return e.isolate(i) },
+		func(_ context.Context, e *ensemble, _ int) error { return e.heal() },
+	},
+	FaultCutClients: {
 		func(e *ensemble, i int) error { e.px[i].Cut(); return nil },
 		func(_ context.Context, e *ensemble, i int) error { e.px[i].Heal(); return nil },
 	},
@@ -113,9 +135,9 @@ func (e *ensemble) Close() error {
 }
 
 // startEtcdEnsemble starts a 3-member etcd cluster (etcd's default
-// heartbeat and election timeout, fsync on).
+// heartbeat and election timeout, fsync on, peer links through proxies).
 func startEtcdEnsemble(ctx context.Context, dir string) (*ensemble, error) {
-	c, err := etcdproc.StartCluster(ctx, 3, etcdproc.Options{Dir: dir})
+	c, err := etcdproc.StartCluster(ctx, 3, etcdproc.Options{Dir: dir, PeerProxies: true})
 	if err != nil {
 		return nil, err
 	}
@@ -123,12 +145,22 @@ func startEtcdEnsemble(ctx context.Context, dir string) (*ensemble, error) {
 	for i, m := range c.Members {
 		members[i], addrs[i] = m, m.ClientAddr()
 	}
-	return newEnsemble(members, addrs, func(ctx context.Context) (member, error) { return c.Leader(ctx) }, c.Close)
+	e, err := newEnsemble(members, addrs, func(ctx context.Context) (member, error) { return c.Leader(ctx) }, c.Close)
+	if err != nil {
+		return nil, err
+	}
+	e.leaderIn = func(ctx context.Context, skip int) (member, error) {
+		return c.LeaderIn(ctx, slices.Delete(slices.Clone(c.Members), skip, skip+1)...)
+	}
+	e.isolate = func(i int) error { return c.Isolate(c.Members[i]) }
+	e.heal = c.Heal
+	return e, nil
 }
 
-// startZKEnsemble starts a 3-server ZooKeeper ensemble (forceSync on).
+// startZKEnsemble starts a 3-server ZooKeeper ensemble (forceSync on, peer
+// links through proxies).
 func startZKEnsemble(ctx context.Context, dir string) (*ensemble, error) {
-	z, err := zkproc.StartEnsemble(ctx, 3, zkproc.Options{Dir: dir, ForceSync: true, TickTime: ensembleTick})
+	z, err := zkproc.StartEnsemble(ctx, 3, zkproc.Options{Dir: dir, ForceSync: true, TickTime: ensembleTick, PeerProxies: true})
 	if err != nil {
 		return nil, err
 	}
@@ -136,5 +168,14 @@ func startZKEnsemble(ctx context.Context, dir string) (*ensemble, error) {
 	for i, s := range z.Servers {
 		members[i] = s
 	}
-	return newEnsemble(members, z.Addrs(), func(ctx context.Context) (member, error) { return z.Leader(ctx) }, z.Close)
+	e, err := newEnsemble(members, z.Addrs(), func(ctx context.Context) (member, error) { return z.Leader(ctx) }, z.Close)
+	if err != nil {
+		return nil, err
+	}
+	e.leaderIn = func(ctx context.Context, skip int) (member, error) {
+		return z.LeaderIn(ctx, slices.Delete(slices.Clone(z.Servers), skip, skip+1)...)
+	}
+	e.isolate = func(i int) error { return z.Isolate(z.Servers[i]) }
+	e.heal = z.Heal
+	return e, nil
 }

@@ -19,15 +19,22 @@ import (
 const (
 	FaultKill  = "kill"  // SIGKILL the leader, restart it after Down
 	FaultPause = "pause" // SIGSTOP the leader, SIGCONT after Down
-	// FaultPartition black-holes the leader's client connections (every
+	// FaultPartition cuts the leader off from its peers (the links between
+	// members run through proxies) while every client still reaches it,
+	// healed after Down: the case of etcd#11456. The majority elects a
+	// leader of its own; clients that reach only the old leader hold locks
+	// across the cut and must be told they lost them before the majority
+	// grants them again (see failover_partition.go).
+	FaultPartition = "partition"
+	// FaultCutClients black-holes the leader's client connections (every
 	// client reaches the members through a proxy), healed after Down; the
 	// members keep talking to each other, so the leader stays leader and the
 	// clients on its side must move to another member.
-	FaultPartition = "partition"
+	FaultCutClients = "cut-clients"
 )
 
 // ConsensusFaults lists the consensus failover drill's faults.
-var ConsensusFaults = []string{FaultKill, FaultPause, FaultPartition}
+var ConsensusFaults = []string{FaultKill, FaultPause, FaultPartition, FaultCutClients}
 
 // ConsensusFailoverOptions configure the failover drill on a 3-member etcd
 // cluster or a 3-server ZooKeeper ensemble. Zero values take defaults.
@@ -100,6 +107,23 @@ type ConsensusRun struct {
 	// RestartError says why the killed leader did not rejoin in time (the
 	// run goes on on the other members); "" when it did.
 	RestartError string `json:"restart_error,omitempty"`
+	// TokensOutOfOrder counts grants whose fencing token is not above the
+	// previous grant's on the same sku (0 on a correct service).
+	TokensOutOfOrder int `json:"tokens_out_of_order"`
+
+	// FaultPartition only (0 otherwise). MinorityHolds counts the locks
+	// held across the cut by clients that reach only the old leader;
+	// ToldInTime how many of them were told they lost their lock before
+	// the majority granted it again; MinMarginMS the smallest time from a
+	// loss signal to the next grant of that lock (negative: a double
+	// grant); ElectedMS the time from the cut until the majority had a
+	// leader of its own; RegrantMS the longest time from the cut until
+	// the majority granted a minority-held lock again.
+	MinorityHolds int     `json:"minority_holds,omitempty"`
+	ToldInTime    int     `json:"told_in_time,omitempty"`
+	MinMarginMS   float64 `json:"min_margin_ms,omitempty"`
+	ElectedMS     float64 `json:"elected_ms,omitempty"`
+	RegrantMS     float64 `json:"regrant_ms,omitempty"`
 }
 
 // add counts one more run into the sums (the longest gap is the longest).
@@ -116,6 +140,16 @@ func (t *ConsensusRun) add(r ConsensusRun) {
 	t.OversoldPlain += r.OversoldPlain
 	t.OversoldFenced += r.OversoldFenced
 	t.StaleWritesRejected += r.StaleWritesRejected
+	t.TokensOutOfOrder += r.TokensOutOfOrder
+	if r.MinorityHolds > 0 {
+		if t.MinorityHolds == 0 || r.MinMarginMS < t.MinMarginMS {
+			t.MinMarginMS = r.MinMarginMS
+		}
+		t.MinorityHolds += r.MinorityHolds
+		t.ToldInTime += r.ToldInTime
+		t.ElectedMS = max(t.ElectedMS, r.ElectedMS)
+		t.RegrantMS = max(t.RegrantMS, r.RegrantMS)
+	}
 }
 
 // ConsensusFailoverResult is what the consensus failover drill measured.
@@ -235,6 +269,13 @@ func consensusRun(ctx context.Context, o ConsensusFailoverOptions, start func(co
 	if err != nil {
 		return r, nil, nil, err
 	}
+	var minor *minority
+	if o.Fault == FaultPartition {
+		if minor, err = holdMinority(ctx, o, ens, r.OldLeader, tl, skus); err != nil {
+			return r, nil, nil, err
+		}
+		defer minor.close()
+	}
 	held := tl.Held()
 	faultAt := msf(tl.Since())
 	marks := []Mark{{AtMS: faultAt, Label: o.Fault + " leader m" + strconv.Itoa(r.OldLeader)}}
@@ -242,7 +283,26 @@ func consensusRun(ctx context.Context, o ConsensusFailoverOptions, start func(co
 	if err := fault.inject(ens, r.OldLeader); err != nil {
 		return r, nil, nil, err
 	}
-	if err := sleep(ctx, o.Down); err != nil {
+	downEnd := time.Now().Add(o.Down)
+	if minor != nil {
+		ectx, ecancel := context.WithTimeout(ctx, o.Down+30*time.Second)
+		_, err := ens.LeaderOthers(ectx, r.OldLeader)
+		ecancel()
+		if err != nil {
+			return r, nil, nil, fmt.Errorf("the majority elected no leader: %w", err)
+		}
+		r.ElectedMS = msf(tl.Since()) - faultAt
+		marks = append(marks, Mark{AtMS: faultAt + r.ElectedMS, Label: "majority's leader"})
+		// The minority's holders are told, and the majority grants their
+		// locks again, while the cut lasts.
+		wctx, wcancel := context.WithTimeout(ctx, max(time.Until(downEnd), 0)+2*o.Session+10*time.Second)
+		err = minor.toldAndRegranted(wctx, tl)
+		wcancel()
+		if err != nil && ctx.Err() != nil {
+			return r, nil, nil, err
+		}
+	}
+	if err := sleep(ctx, max(time.Until(downEnd), 0)); err != nil {
 		return r, nil, nil, err
 	}
 	if err := fault.undo(ctx, ens, r.OldLeader); err != nil {
@@ -268,6 +328,10 @@ func consensusRun(ctx context.Context, o ConsensusFailoverOptions, start func(co
 	r.Acquisitions, r.DoubleGrants, r.HeldAtFault = len(spans), DoubleGrants(spans), len(held)
 	r.LongestGapMS = longestGap(spans, faultAt, end)
 	r.StaleWritesRejected, r.FailedAcquires, r.LocksLost = sale.rejected.Load(), sale.failed.Load(), int(sale.lost.Load())
+	r.TokensOutOfOrder = tokensOutOfOrder(spans)
+	if minor != nil {
+		minor.figures(&r, spans, faultAt)
+	}
 	if r.SoldPlain, err = plain.sold(ctx); err != nil {
 		return r, nil, nil, err
 	}
@@ -316,12 +380,24 @@ func (r *ConsensusFailoverResult) Summary() *Summary {
 		table.Col("oversold plain", func(x named) string { return strconv.FormatInt(x.OversoldPlain, 10) }),
 		table.Col("oversold fenced", func(x named) string { return strconv.FormatInt(x.OversoldFenced, 10) }),
 		table.Col("stale writes rejected", func(x named) string { return strconv.FormatInt(x.StaleWritesRejected, 10) }),
+		table.Col("tokens out of order", func(x named) string { return strconv.Itoa(x.TokensOutOfOrder) }),
 	}, rows)
 	t.Notes = notes
+	tables := []table.Table{t}
+	if r.Fault == FaultPartition {
+		tables = append(tables, table.Of([]table.Column[named]{
+			table.Col("run", func(x named) string { return x.name }),
+			table.Col("held across the cut", func(x named) string { return strconv.Itoa(x.MinorityHolds) }),
+			table.Col("told before the regrant", func(x named) string { return strconv.Itoa(x.ToldInTime) }),
+			table.Col("min margin ms", func(x named) string { return fmt.Sprintf("%.0f", x.MinMarginMS) }),
+			table.Col("majority's leader after ms", func(x named) string { return fmt.Sprintf("%.0f", x.ElectedMS) }),
+			table.Col("regranted after ms", func(x named) string { return fmt.Sprintf("%.0f", x.RegrantMS) }),
+		}, rows))
+	}
 	return &Summary{
 		Title: fmt.Sprintf("failover on %s (%d members, fault: %s the leader for %.0f ms): %d workers on %d skus, %.0f ms inside the lock, session %.0f ms",
 			r.Backend, r.Members, r.Fault, r.DownMS, r.Workers, r.SKUs, r.SectionMS, r.SessionMS),
-		Tables:        []table.Table{t},
+		Tables:        tables,
 		TimelineTitle: "Holders per sku around the fault of one run (double grants in red)",
 		Spans:         r.spans, Marks: r.marks,
 	}
