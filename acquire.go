@@ -410,12 +410,12 @@ func (q *acquisition) tryOnce(ctx context.Context) (grant, error) {
 	case spec.intReply:
 		var n int64
 		if n, err = sh.acquireCall(a).runInt(ctx, c.rdb); err != nil {
-			return grant{}, redisErr(ctx, "acquire", spec.kind, spec.name, err)
+			return q.failed(ctx, err)
 		}
 		g = intGrant(n)
 	default:
 		if g, err = readGrant(sh.acquireCall(a).run(ctx, c.rdb)); err != nil {
-			return grant{}, redisErr(ctx, "acquire", spec.kind, spec.name, err)
+			return q.failed(ctx, err)
 		}
 	}
 	if err != nil {
@@ -438,6 +438,16 @@ func (q *acquisition) tryOnce(ctx context.Context) (grant, error) {
 		}
 	}
 	return g, nil
+}
+
+// failed is the outcome of an attempt whose script call failed with err: a
+// refusal tried again within a millisecond when the shape says err is a
+// passing state (spec.again), else the error.
+func (q *acquisition) failed(ctx context.Context, err error) (grant, error) {
+	if q.spec.again != nil && q.spec.again(err) {
+		return grant{wake: q.spec.keys.wake}, nil
+	}
+	return grant{}, redisErr(ctx, "acquire", q.spec.kind, q.spec.name, err)
 }
 
 // late gives g back and reports true if it arrived after its lease ran out

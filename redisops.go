@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,10 +50,22 @@ func redisCause(err error) error {
 	case redis.HasErrorPrefix(err, "UPGRADE"):
 		return ErrUpgrade
 	case redis.HasErrorPrefix(err, "PERMITS"):
-		return fmt.Errorf("%w: the store keeps %s permits for this semaphore, another count than this Semaphore's (SetPermits changes it)",
-			ErrInvalidArgument, strings.TrimSpace(strings.TrimPrefix(err.Error(), "PERMITS")))
+		stored, want, _ := permitsReply(err)
+		return seam.PermitsMismatch(stored, want)
 	}
 	return err
 }
 
 func isNil(err error) bool { return errors.Is(err, redis.Nil) }
+
+// permitsReply reads a "PERMITS <stored> <asked>" error reply of
+// sem_acquire.lua: the count the store keeps (as stored) and the one the
+// attempt asked for.
+func permitsReply(err error) (stored string, want int, ok bool) {
+	f := strings.Fields(strings.TrimPrefix(err.Error(), "PERMITS"))
+	if len(f) != 2 {
+		return strings.Join(f, " "), 0, false
+	}
+	want, aerr := strconv.Atoi(f[1])
+	return f[0], want, aerr == nil
+}

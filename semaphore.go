@@ -3,11 +3,13 @@ package dlock
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/dlockgo/dlock/internal/ids"
 	"github.com/dlockgo/dlock/seam"
+	"github.com/redis/go-redis/v9"
 )
 
 var (
@@ -43,14 +45,13 @@ type Semaphore struct {
 	once sync.Once
 	k    *semKeys
 
-	mu      sync.Mutex
-	permits int // as given, or set by SetPermits
+	permits *seam.Permits
 }
 
 // Semaphore returns the semaphore called name with the given number of
 // permits. The name and count are checked by Acquire.
 func (c *Client) Semaphore(name string, permits int) *Semaphore {
-	return &Semaphore{c: c, name: name, permits: permits}
+	return &Semaphore{c: c, name: name, permits: seam.NewPermits(permits)}
 }
 
 // Name returns the semaphore's name.
@@ -104,20 +105,28 @@ func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 		return wrap("set permits", "semaphore", s.name, fmt.Errorf("%w: %d permits (want >= 1)", ErrInvalidArgument, n))
 	}
 	k := s.keys()
-	if err := semSetCap.call([]string{k.count}, n, s.c.argFenceTTL, k.wake).run(ctx, s.c.rdb).Err(); err != nil {
+	err := s.permits.Set(n, func() error {
+		return semSetCap.call([]string{k.count}, n, s.c.argFenceTTL, k.wake).run(ctx, s.c.rdb).Err()
+	})
+	if err != nil {
 		return redisErr(ctx, "set permits", "semaphore", s.name, err)
 	}
-	s.mu.Lock()
-	s.permits = n
-	s.mu.Unlock()
 	return nil
 }
 
 // count returns the permit count this Semaphore asks for.
-func (s *Semaphore) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.permits
+func (s *Semaphore) count() int { return s.permits.Count() }
+
+// countChanged reports whether err is a refusal for another count that
+// this Semaphore now asks for, or is setting (its SetPermits in flight, or
+// done since the attempt was sent): the attempt is tried again.
+func (s *Semaphore) countChanged(err error) bool {
+	if !redis.HasErrorPrefix(err, "PERMITS") {
+		return false
+	}
+	stored, _, _ := permitsReply(err)
+	n, cerr := strconv.Atoi(stored)
+	return cerr == nil && s.permits.Accepts(n)
 }
 
 // semKeys are a Semaphore's keys (see lua/sem_acquire.lua).
@@ -143,7 +152,8 @@ type semShape struct {
 }
 
 func (sh semShape) spec() *shapeSpec {
-	return &shapeSpec{kind: "semaphore", name: sh.s.name, keys: sh.s.keys().lockKeys, wake: wakeShared, check: sh.validate, replicaAck: true, tokens: sh.permitIDs}
+	return &shapeSpec{kind: "semaphore", name: sh.s.name, keys: sh.s.keys().lockKeys, wake: wakeShared, check: sh.validate, replicaAck: true, tokens: sh.permitIDs,
+		again: sh.s.countChanged}
 }
 
 func (sh semShape) validate() error {

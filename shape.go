@@ -53,6 +53,10 @@ type shapeSpec struct {
 	// replicaAck: ReplicaAck may be asked of this shape (its grant is one
 	// script on one master).
 	replicaAck bool
+	// again, if set, says that an error reply to the acquire script is a
+	// passing state: the attempt counts as refused and is tried again soon
+	// (a Semaphore whose count its own SetPermits is changing).
+	again func(err error) bool
 	// refusedOn picks the channel a refused attempt waits on from the
 	// script's reply; nil: keys.wake.
 	refusedOn func(reply []int64) string

@@ -118,7 +118,7 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...dlock.Option) (*dlock.L
 				want = n
 				return false, nil
 			}
-			return false, mismatch(raw, want)
+			return false, seam.PermitsMismatch(raw, want)
 		},
 		recheck: func(resps []*etcdserverpb.ResponseOp) error {
 			n, raw, ok := storedCount(resps[1])
@@ -126,7 +126,7 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...dlock.Option) (*dlock.L
 			case !ok: // deleted from outside: the next Acquire sets it again
 				return nil
 			case !s.permits.Accepts(n):
-				return mismatch(raw, want)
+				return seam.PermitsMismatch(raw, want)
 			}
 			want = n
 			return nil
@@ -139,16 +139,6 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...dlock.Option) (*dlock.L
 			return dir, true
 		},
 	}, opts)
-}
-
-// mismatch is the refusal of an acquisition of want permits where etcd
-// keeps raw.
-func mismatch(raw string, want int) error {
-	if _, err := strconv.Atoi(raw); err != nil {
-		raw = strconv.Quote(raw)
-	}
-	return fmt.Errorf("%w: the store keeps %s permits for this semaphore, another count than this Semaphore's %d (SetPermits changes it)",
-		dlock.ErrInvalidArgument, raw, want)
 }
 
 // storedCount reads a semaphore's count from the response of a get of its

@@ -26,11 +26,11 @@
 --                                   when some permits are free (a smaller
 --                                   request may fit)
 -- Errors  WRONGTYPE                 a key holds another type
---         PERMITS <n>               the store keeps n permits, not ARGV[1]:
+--         PERMITS <n> <ARGV[1]>     the store keeps n permits, not ARGV[1]:
 --                                   nothing was changed
 local cap = tonumber(redis.call('GET', KEYS[4]))
 if cap and cap ~= tonumber(ARGV[1]) then
-  return redis.error_reply('PERMITS ' .. cap)
+  return redis.error_reply('PERMITS ' .. cap .. ' ' .. ARGV[1])
 end
 cap = tonumber(ARGV[1])
 local now = server_ms()

@@ -1,6 +1,10 @@
 package seam
 
-import "sync"
+import (
+	"fmt"
+	"strconv"
+	"sync"
+)
 
 // Permits is the client's side of a semaphore whose permit count the store
 // keeps: the count its acquisitions ask for, and the count a SetPermits in
@@ -52,4 +56,16 @@ func (p *Permits) Set(n int, write func() error) error {
 		p.n = n
 	}
 	return err
+}
+
+// PermitsMismatch is the refusal of an acquisition whose Semaphore asks for
+// want permits where the store keeps stored (as the store has it: a
+// number, or whatever an operator wrote there). It wraps
+// ErrInvalidArgument.
+func PermitsMismatch(stored string, want int) error {
+	if _, err := strconv.Atoi(stored); err != nil {
+		stored = strconv.Quote(stored)
+	}
+	return fmt.Errorf("%w: the store keeps %s permits for this semaphore, another count than this Semaphore's %d (SetPermits changes it)",
+		ErrInvalidArgument, stored, want)
 }

@@ -170,7 +170,7 @@ func (c *Client) settle(ctx context.Context, r *request) error {
 				r.permits = n
 				return nil
 			case ok:
-				return mismatch(raw, r.permits)
+				return seam.PermitsMismatch(raw, r.permits)
 			}
 			// None: set ours.
 			want := strconv.Itoa(r.permits)
@@ -233,14 +233,7 @@ func (c *Client) recheck(ctx context.Context, r *request) (changed bool, err err
 		r.permits = n
 		return true, nil
 	}
-	return false, mismatch(raw, r.permits)
-}
-
-// mismatch is the refusal of an acquisition of want permits where
-// ZooKeeper keeps raw.
-func mismatch(raw string, want int) error {
-	return fmt.Errorf("%w: the store keeps %s permits for this semaphore, another count than this Semaphore's %d (SetPermits changes it)",
-		dlock.ErrInvalidArgument, raw, want)
+	return false, seam.PermitsMismatch(raw, r.permits)
 }
 
 // setPermits sets name's count to n in one transaction: the count node's
