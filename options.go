@@ -16,6 +16,8 @@ import (
 //	QueueTimeout(d)   queued waiter (Mutex, Lock, FairLock,    5 s
 //	                  RWLock writer) that goes silent loses
 //	                  its place after d
+//	MaxHold(d)        the lease is lost and released d after    no cap
+//	                  the grant, however it is kept
 //
 // Wait and lease are different things: the wait bounds how long Acquire
 // blocks; the lease bounds how long the lock stays ours if we stop renewing
@@ -66,9 +68,11 @@ func OnLost(f func(*Lease)) Option { return seam.OnLost(f) }
 // watchdog, Extend): d after the grant the lease is lost, with cause
 // ErrLockLost (max_hold) and observe.LostMaxHold in the events, and the
 // lock is released in the store so that others can have it. A worker stuck
-// inside its critical section keeps the lock for at most d (000 §2.5:
-// without a cap the watchdog keeps a stuck worker's lock for ever). At
-// least 1 ms.
+// inside its critical section keeps the lock for at most d (without a
+// cap, the watchdog keeps a stuck worker's lock for ever). At least 1 ms.
+// A Lock that its owner re-entered is released once in Redis at the cap
+// (one of its holds): the rest of it, renewed no more, ends with its lease
+// (the watchdog timeout at most).
 func MaxHold(d time.Duration) Option { return seam.MaxHold(d) }
 
 // defaultQueueTimeout is how long a queued waiter keeps its place without

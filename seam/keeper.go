@@ -249,8 +249,13 @@ func (k *keeper) lease(ctx context.Context, g grant) (*Lease, error) {
 		l := &Lease{}
 		l.init(h, ctx, g.owner, g.onLost)
 		h.attach(l)
-		if deadline.After(h.deadline) {
-			k.moveDeadline(h, deadline)
+		if g.maxHold > 0 { // a re-entry's cap caps the hold it joins
+			if c := time.Now().Add(g.maxHold); h.cap.IsZero() || c.Before(h.cap) {
+				h.cap = c
+			}
+		}
+		if deadline.After(h.deadline) || (!h.cap.IsZero() && h.cap.Before(h.deadline)) {
+			k.moveDeadline(h, maxTime(deadline, h.deadline))
 		}
 		k.mu.Unlock()
 		h.pastDeadline()
@@ -261,8 +266,8 @@ func (k *keeper) lease(ctx context.Context, g grant) (*Lease, error) {
 		full = g.lease
 	}
 	h := &hold{k: k, g: g, since: time.Now(), deadline: deadline}
-	if g.maxHold > 0 {
-		h.cap = g.sent.Add(g.maxHold)
+	if g.maxHold > 0 { // from the grant as the caller gets it (Sent may be long before: a hand-off, a session's keepalive)
+		h.cap = h.since.Add(g.maxHold)
 		h.deadline = minTime(h.deadline, h.cap)
 	}
 	h.g.ttl = full
@@ -465,6 +470,13 @@ func (k *keeper) expire() {
 
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
 		return b
 	}
 	return a
