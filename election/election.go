@@ -5,12 +5,15 @@
 // lost-lock signal of dlock.
 //
 // Leadership is a lock: a replica leads while it holds it, kept by its
-// backend's renewals (the watchdog, a session). A leader that loses it (its
-// store cut off, paused, or the lock taken) sees its term's Context
-// cancelled with cause dlock.ErrLockLost before another replica can be
-// granted the lock, and campaigns again. Every term carries the token the
-// lock was granted with: strictly increasing from one term to the next, so
-// a storage that fences on it rejects a deposed leader's late writes.
+// backend's renewals (the watchdog, a session). A leader whose renewals
+// stop (its store cut off) sees its term's Context cancelled with cause
+// dlock.ErrLockLost before another replica can be granted the lock on the
+// store's clock; a leader whose lock is taken from outside learns it at
+// its next renewal; a leader whose process is paused cannot know it was
+// paused and may act on a term that has ended. Every term carries the
+// token the lock was granted with: strictly increasing from one term to
+// the next, so a storage that fences on it rejects a deposed leader's late
+// writes — fence what a leader must never do twice.
 package election
 
 import (
@@ -57,43 +60,48 @@ type Term struct {
 // Lead campaigns until ctx is done. Each time this replica is elected, it
 // runs fn with the term (run the leader's work under term.Context, and
 // return when it is cancelled); when fn returns, the term ends and the
-// lock is released. If fn returns nil or the term was lost, Lead campaigns
-// again; if fn returns another error, Lead ends with it. Lead returns ctx's
-// error when ctx is done (the lock released if it was held), an error of
-// the backend that makes campaigning impossible (bad input, a closed
-// client), or fn's error.
+// lock is released. If fn returns nil or the term was lost (whatever fn
+// returned then), Lead campaigns again; if fn returns another error, Lead
+// ends with it. Lead returns ctx's error when ctx is done (the lock
+// released if it was held), an error of the backend that makes
+// campaigning impossible (bad input, a closed client, a name whose key
+// holds another type), or fn's error. A campaign refused at once (a Wait
+// among the options that ran out) is tried again no sooner than 200 ms
+// after the previous one.
 func (e *Election) Lead(ctx context.Context, fn func(term Term) error) error {
+	if err := seam.CheckContext(ctx); err != nil {
+		return fmt.Errorf("dlock: lead: %w", err)
+	}
 	if fn == nil || e.lock == nil {
 		return fmt.Errorf("dlock: lead: %w: nil function or lock", dlock.ErrInvalidArgument)
 	}
 	for {
+		started := time.Now()
 		l, err := e.lock.Acquire(ctx, e.opts...)
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case errors.Is(err, dlock.ErrNotAcquired):
-			// a Wait among the options ran out: campaign again
-			continue
 		case errors.Is(err, dlock.ErrInvalidName), errors.Is(err, dlock.ErrInvalidArgument),
-			errors.Is(err, dlock.ErrInvalidDuration), errors.Is(err, dlock.ErrClosed):
+			errors.Is(err, dlock.ErrInvalidDuration), errors.Is(err, dlock.ErrClosed), errors.Is(err, dlock.ErrWrongType):
 			return err
-		default: // the store failed: try again after a moment
+		default: // a Wait ran out, or the store failed: campaign again after a moment
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(retryAfter):
+			case <-time.After(retryAfter - time.Since(started)):
 			}
 			continue
 		}
 		ferr := fn(Term{Context: l.Context(), Token: l.Token(), Since: time.Now(), Lease: l})
+		lost := l.Err() != nil
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		uerr := l.Unlock(uctx)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case ferr != nil && !errors.Is(ferr, dlock.ErrLockLost) && !errors.Is(ferr, context.Canceled):
+		case ferr != nil && !lost && !errors.Is(ferr, dlock.ErrLockLost) && !errors.Is(ferr, context.Canceled):
 			return ferr
 		case uerr != nil && !errors.Is(uerr, dlock.ErrLockLost):
 			// the release failed: the lock expires by itself; campaign again
@@ -101,8 +109,8 @@ func (e *Election) Lead(ctx context.Context, fn func(term Term) error) error {
 	}
 }
 
-// retryAfter is how long Lead waits before campaigning again after its
-// store failed.
+// retryAfter is the least time between two campaigns of Lead that did not
+// win (a Wait that ran out, a store that failed).
 const retryAfter = 200 * time.Millisecond
 
 // Leader describes who leads an election right now.
@@ -116,8 +124,11 @@ type Leader struct {
 
 // Leader reads who leads now.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
-	if e.insp == nil {
-		return Leader{}, fmt.Errorf("dlock: leader: %w: no Inspector", dlock.ErrInvalidArgument)
+	if err := seam.CheckContext(ctx); err != nil {
+		return Leader{}, fmt.Errorf("dlock: leader: %w", err)
+	}
+	if e.insp == nil || e.lock == nil {
+		return Leader{}, fmt.Errorf("dlock: leader: %w: no Inspector or lock", dlock.ErrInvalidArgument)
 	}
 	info, err := e.insp.Inspect(ctx, e.lock.Name())
 	if err != nil {
@@ -133,10 +144,15 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // leader, or none), reading it every interval (at least 10 ms) until ctx
 // is done, when it closes the channel. A reader that falls behind misses
 // intermediate leaders, never the latest. Errors reading the store are
-// skipped (the next reading retries).
+// skipped (the next reading retries). A nil ctx, or an Election without an
+// Inspector or a lock, gives a closed channel.
 func (e *Election) Observe(ctx context.Context, every time.Duration) <-chan Leader {
 	every = max(every, 10*time.Millisecond)
 	out := make(chan Leader, 1)
+	if seam.CheckContext(ctx) != nil || e.insp == nil || e.lock == nil {
+		close(out)
+		return out
+	}
 	go func() {
 		defer close(out)
 		var last Leader

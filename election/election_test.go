@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,4 +221,64 @@ func TestBadInput(t *testing.T) {
 	if err := election.New(c.Mutex(""), c).Lead(context.Background(), func(election.Term) error { return nil }); !errors.Is(err, dlock.ErrInvalidName) {
 		t.Fatalf("empty name: %v", err)
 	}
+	e := election.New(c.Mutex("bad-input"), c)
+	//lint:ignore SA1012 a nil ctx is the bad input under test
+	if err := e.Lead(nil, func(election.Term) error { return nil }); !errors.Is(err, dlock.ErrInvalidArgument) { //nolint:staticcheck
+		t.Fatalf("Lead(nil ctx): %v, want ErrInvalidArgument", err)
+	}
+	if _, err := e.Leader(nil); !errors.Is(err, dlock.ErrInvalidArgument) { //nolint:staticcheck
+		t.Fatalf("Leader(nil ctx): %v, want ErrInvalidArgument", err)
+	}
+	if _, ok := <-e.Observe(nil, time.Second); ok { //nolint:staticcheck
+		t.Fatal("Observe(nil ctx) sent a leader; want a closed channel")
+	}
+	if _, err := election.New(nil, c).Leader(context.Background()); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Fatalf("Leader of a nil lock: %v, want ErrInvalidArgument", err)
+	}
+	// A key of another type under the lock's name ends Lead (it would
+	// never be elected), instead of campaigning for ever.
+	if err := rdb.Set(context.Background(), dlock.DefaultPrefix+"{wrong-type}", "x", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := election.New(c.Lock("wrong-type"), c).Lead(ctx, func(election.Term) error { return nil }); !errors.Is(err, dlock.ErrWrongType) {
+		t.Fatalf("Lead on a key of another type: %v, want ErrWrongType", err)
+	}
+}
+
+// TestCampaignsPaced: a standby that campaigns with Wait(0) while another
+// replica leads tries again no sooner than every 200 ms, not in a busy
+// loop against the store.
+func TestCampaignsPaced(t *testing.T) {
+	rdb := redistest.Client(t, redistest.Start(t))
+	leader, standby := newClient(t, rdb), newClient(t, rdb)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	held, err := leader.Mutex("paced").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock(context.Background())
+	ctx2, cancel2 := context.WithTimeout(ctx, time.Second)
+	defer cancel2()
+	lk := &countingLocker{Locker: standby.Mutex("paced")}
+	err = election.New(lk, standby, dlock.Wait(0)).Lead(ctx2, func(election.Term) error { return nil })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lead: %v, want the ctx's deadline", err)
+	}
+	if n := lk.calls.Load(); n < 2 || n > 7 {
+		t.Fatalf("%d campaigns in 1 s with Wait(0); want about 5 (one per 200 ms)", n)
+	}
+}
+
+// countingLocker counts its Acquire calls.
+type countingLocker struct {
+	dlock.Locker
+	calls atomic.Int64
+}
+
+func (l *countingLocker) Acquire(ctx context.Context, opts ...dlock.Option) (*dlock.Lease, error) {
+	l.calls.Add(1)
+	return l.Locker.Acquire(ctx, opts...)
 }
