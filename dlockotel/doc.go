@@ -36,8 +36,9 @@
 // start: a hold costs no span, and no memory, while it is held (holds can
 // last hours, and an SDK exports a span only when it ends anyway). It is
 // a root span of a trace of its own: the events that end a hold carry no
-// context (an Unlock's ctx is not reported), and the acquisition's event
-// carries no fencing token to match it with its hold. A hold that never
+// context (an Unlock's ctx is not reported); the acquire span and the hold
+// span both carry dlock.lock.token, which matches one with the other. A
+// hold that never
 // ends (the process dies) is never recorded.
 //
 // # Metrics

@@ -48,11 +48,8 @@ func endAcquireSpan(span trace.Span, ev observe.AcquireEvent, errType string) {
 		}
 		if ev.Result == observe.AcquireErr {
 			span.SetAttributes(keyErrorType.String(errType))
-			msg := "acquire failed"
-			if ev.Err != nil {
-				msg = ev.Err.Error()
-			}
-			span.SetStatus(codes.Error, msg)
+			// The error's text names the lock: the status says its type only.
+			span.SetStatus(codes.Error, "acquire failed: "+errType)
 		}
 	}
 	span.End()

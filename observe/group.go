@@ -113,15 +113,15 @@ func (g *Groups) Of(name string) string {
 // n bytes (n 0: any length), cut at a character boundary: a lock name made
 // fit for a label value or an attribute.
 func CleanValue(s string, n int) string {
+	if !utf8.ValidString(s) { // first: the replacements may make it longer
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
 	if n > 0 && len(s) > n {
 		cut := n
 		for cut > 0 && !utf8.RuneStart(s[cut]) {
 			cut--
 		}
 		s = s[:cut]
-	}
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
 	return s
 }

@@ -3,6 +3,7 @@ package observe_test
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/dlockgo/dlock/observe"
 )
@@ -49,6 +50,11 @@ func TestGroups(t *testing.T) {
 	long := strings.Repeat("x", 63) + "ä" // 65 bytes, ä across the 64-byte cut
 	if got := observe.CleanValue(long, 64); got != strings.Repeat("x", 63) {
 		t.Fatalf("CleanValue cut %q", got)
+	}
+	// Invalid bytes become 3-byte U+FFFD: the cut comes after, so the
+	// value stays within n.
+	if got := observe.CleanValue(strings.Repeat("a\xff", 32), 64); len(got) > 64 || !utf8.ValidString(got) {
+		t.Fatalf("CleanValue of invalid bytes: %d bytes, valid %v, want at most 64 valid", len(got), utf8.ValidString(got))
 	}
 	if got := observe.NewGroups(func(string) string { return "" }, 1).Of("n"); got != observe.NoGroup {
 		t.Fatalf("empty group: %q, want %q", got, observe.NoGroup)
