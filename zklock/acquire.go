@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -94,8 +95,8 @@ func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (
 	start := time.Now()
 	sctx, call := c.keeper.StartAcquire(ctx, r.shape, r.name) // sctx: the store's requests'; ctx: the Lease's
 	defer func() { call.Done(l, err) }()
-	if ctx == nil {
-		return nil, seam.Wrap("acquire", r.shape, r.name, fmt.Errorf("%w: nil context", dlock.ErrInvalidArgument))
+	if err := seam.CheckContext(ctx); err != nil {
+		return nil, seam.Wrap("acquire", r.shape, r.name, err)
 	}
 	if err := r.check(); err != nil {
 		return nil, seam.Wrap("acquire", r.shape, r.name, err)
@@ -124,7 +125,15 @@ func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (
 		if !r.carried {
 			r.owner = seam.OwnerOf(ctx) // a new owner: it holds nothing yet
 		}
-		key = r.shape + "\x00" + r.name + "\x00" + r.owner
+		id := r.name
+		if r.names != nil { // a MultiLock: its members quoted, so that "a,b" and ("a", "b") differ
+			q := make([]string, len(r.names))
+			for i, n := range r.names {
+				q[i] = strconv.Quote(n)
+			}
+			id = strings.Join(q, ",")
+		}
+		key = r.shape + "\x00" + id + "\x00" + r.owner
 	}
 	var until time.Time // the end of the wait; zero: until ctx is done
 	if o.Wait >= 0 {

@@ -3,7 +3,6 @@ package zklock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 
 	"github.com/dlockgo/dlock"
@@ -49,8 +48,8 @@ var _ seam.Inspector = (*Client)(nil)
 // both families, Inspect reports the Mutex/Lock/RWLock/MultiLock one.
 func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
 	info := seam.Info{Name: name, TTL: -1}
-	if ctx == nil {
-		return info, seam.Wrap("inspect", "", name, fmt.Errorf("%w: nil context", dlock.ErrInvalidArgument))
+	if err := seam.CheckContext(ctx); err != nil {
+		return info, seam.Wrap("inspect", "", name, err)
 	}
 	if err := seam.CheckName(name); err != nil {
 		return info, seam.Wrap("inspect", "", name, err)

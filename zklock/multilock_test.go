@@ -206,6 +206,18 @@ func TestMultiLockOwner(t *testing.T) {
 	if _, err := a.RWLock(y).WriteLock().Acquire(outer.Context(), dlock.Wait(time.Second)); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Fatalf("a write lock of a member under the MultiLock: %v, want ErrInvalidArgument", err)
 	}
+	// A MultiLock of one member named "x,y" is another lock: the owner
+	// does not re-enter the MultiLock over x and y through it.
+	joined, err := a.MultiLock(x+","+y).Acquire(outer.Context(), dlock.Wait(0))
+	if err != nil {
+		t.Fatalf("the MultiLock of the one name %q under the owner of (%q, %q): %v", x+","+y, x, y, err)
+	}
+	if joined.Token() == outer.Token() {
+		t.Fatalf("the MultiLock of the one name %q joined the hold of (%q, %q) (token %d)", x+","+y, x, y, outer.Token())
+	}
+	if err := joined.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := inner.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -33,8 +33,8 @@ const minorityHolds = 4
 type minority struct {
 	b, other *backend.Backend // clients of the old leader; of the other members
 	clients  []backend.Client
-	holds   []*minorityHold
-	wg      sync.WaitGroup
+	holds    []*minorityHold
+	wg       sync.WaitGroup
 }
 
 // minorityHold is one lock held across the cut.

@@ -91,7 +91,7 @@ func LeaderReplica(ctx context.Context, a LeaderReplicaArgs, in io.Reader, out i
 		end, why := time.Now(), "stopped"
 		if errors.Is(context.Cause(t.Context), dlock.ErrLockLost) {
 			why = "lost:unknown"
-			if l, ok := losses.take(t.Token); ok {
+			if l, ok := losses.await(t.Token, 200*time.Millisecond); ok {
 				why = "lost:" + string(l.reason)
 				if l.at.Before(end) {
 					end = l.at
@@ -124,6 +124,18 @@ func (l *lossClock) ObserveLost(e observe.LostEvent) {
 	l.mu.Lock()
 	l.at[e.Token] = lossAt{now, e.Reason}
 	l.mu.Unlock()
+}
+
+// await takes the loss of token, waiting up to d for its event: the
+// Lease's Context is cancelled before the client reports the loss.
+func (l *lossClock) await(token int64, d time.Duration) (lossAt, bool) {
+	until := time.Now().Add(d)
+	for {
+		if at, ok := l.take(token); ok || !time.Now().Before(until) {
+			return at, ok
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func (l *lossClock) take(token int64) (lossAt, bool) {
