@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dlockgo/dlock/seam"
+	"github.com/redis/go-redis/v9"
 )
 
 // acquire is the wait loop shared by every Redis shape: try; if held, wait
@@ -443,11 +445,44 @@ func (q *acquisition) tryOnce(ctx context.Context) (grant, error) {
 // failed is the outcome of an attempt whose script call failed with err: a
 // refusal tried again within a millisecond when the shape says err is a
 // passing state (spec.again), else the error.
+//
+// On a Redis Cluster, a slot being resharded answers TRYAGAIN (a script
+// whose keys are split between the two nodes), or a redirect that go-redis
+// gave up following (ASK, MOVED), and a cluster that is electing answers
+// CLUSTERDOWN: the script did not run, so the attempt is a refusal tried
+// again after clusterRetry within the wait (with Wait(0): ErrNotAcquired,
+// the reason in the message).
 func (q *acquisition) failed(ctx context.Context, err error) (grant, error) {
 	if q.spec.again != nil && q.spec.again(err) {
 		return grant{wake: q.spec.keys.wake}, nil
 	}
+	if clusterPassing(err) {
+		return grant{wake: q.spec.keys.wake, pttl: clusterRetry, detail: "the cluster answered " + firstWord(err.Error()) + ": its slot is moving or it is electing"}, nil
+	}
 	return grant{}, redisErr(ctx, "acquire", q.spec.kind, q.spec.name, err)
+}
+
+// clusterRetry is how soon an attempt refused by a moving slot or an
+// electing cluster is tried again.
+const clusterRetry = 20 * time.Millisecond
+
+// clusterPassing reports whether err is a Redis Cluster's answer for a
+// passing state in which the command did not run.
+func clusterPassing(err error) bool {
+	for _, p := range []string{"TRYAGAIN", "ASK", "MOVED", "CLUSTERDOWN"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// firstWord returns s up to its first space.
+func firstWord(s string) string {
+	if i := strings.IndexByte(s, ' '); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 // late gives g back and reports true if it arrived after its lease ran out
