@@ -149,7 +149,7 @@ func newDrillCmd() *cobra.Command {
 		},
 	}
 	cmd.AddCommand(newMisdeleteCmd(), newLeaseCmd(), newContentionCmd(), newPauseCmd(), newPauseHolderCmd(), newFailoverCmd(), newRedLockCmd(),
-		newLeaderCmd(), newLeaderReplicaCmd())
+		newLeaderCmd(), newLeaderReplicaCmd(), newSoakCmd())
 	return cmd
 }
 

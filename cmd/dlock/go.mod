@@ -8,6 +8,7 @@ require (
 	github.com/dlockgo/dlock v0.1.0
 	github.com/dlockgo/dlock/dlockprom v0.1.0
 	github.com/dlockgo/dlock/etcdlock v0.1.0
+	github.com/dlockgo/dlock/faults v0.1.0
 	github.com/dlockgo/dlock/fence v0.1.0
 	github.com/dlockgo/dlock/internal/pgtest v0.1.0
 	github.com/dlockgo/dlock/zklock v0.1.0
@@ -38,6 +39,7 @@ require (
 )
 
 require (
+	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect

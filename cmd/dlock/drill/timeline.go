@@ -90,8 +90,13 @@ func (t *Timeline) Enter(lane, who, what string) int {
 
 // End records the holder of span i leaving now; a span ends once (a later
 // End changes nothing).
-func (t *Timeline) End(i int) {
-	at := msf(time.Since(t.start))
+func (t *Timeline) End(i int) { t.EndAt(i, time.Since(t.start)) }
+
+// EndAt records the holder of span i leaving at the offset at (an earlier
+// moment the caller read from Since: the last time it saw its lease held);
+// a span ends once.
+func (t *Timeline) EndAt(i int, offset time.Duration) {
+	at := msf(offset)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.open[i] {

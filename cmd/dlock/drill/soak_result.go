@@ -1,0 +1,337 @@
+package drill
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlockgo/dlock/cmd/dlock/table"
+	"github.com/dlockgo/dlock/faults"
+)
+
+// SoakResult is what a soak recorded and what its checks found.
+type SoakResult struct {
+	Backend    string  `json:"backend"`
+	Shape      string  `json:"shape"`
+	Workers    int     `json:"workers"`
+	Names      int     `json:"names"`
+	DurationMS float64 `json:"duration_ms"`
+	WorkMS     float64 `json:"work_ms"`
+	SessionMS  float64 `json:"session_ms"`
+	EveryMS    float64 `json:"every_ms"`
+	DownMS     float64 `json:"down_ms"`
+
+	// The checks over the whole history: "ok", or what failed.
+	Mutex  string `json:"mutex"`  // porcupine, mutex model, every name
+	Fenced string `json:"fenced"` // porcupine, fenced-register model, every name
+	Tokens string `json:"tokens"` // tokens grow with grants, none shared
+	// DoubleGrants counts holds that began while another holder of the
+	// same name still saw its lease held, as the independent witness saw
+	// them.
+	DoubleGrants int `json:"double_grants"`
+	// PlainLostUpdates counts plain read-then-writes whose update was lost
+	// (the counters' sum is short of the completed writes by that many).
+	PlainLostUpdates int64 `json:"plain_lost_updates"`
+
+	Acquisitions        int   `json:"acquisitions"`
+	FailedAcquires      int   `json:"failed_acquires"`
+	Releases            int   `json:"releases"`
+	Losses              int   `json:"losses"`
+	FencedWrites        int   `json:"fenced_writes"`
+	StaleWritesRejected int   `json:"stale_writes_rejected"`
+	PlainWrites         int64 `json:"plain_writes"`
+	// StoreErrors counts writes the SQLite store failed (not a lock fault).
+	StoreErrors int64 `json:"store_errors"`
+	// Ops is the length of the checked history.
+	Ops int `json:"ops"`
+
+	Strikes []SoakFault `json:"faults"`   // every fault, in order
+	PerKind []SoakFault `json:"per_kind"` // sums per kind (recovery and gap: the longest)
+
+	spans []Span
+	marks []Mark
+	zooms []Window
+}
+
+// SoakFault is what one fault (or the sum of one kind's) did, from its
+// strike to the next one.
+type SoakFault struct {
+	Kind   string  `json:"kind"`
+	Target string  `json:"target,omitempty"`
+	Count  int     `json:"count"`
+	AtMS   float64 `json:"at_ms,omitempty"`
+	DownMS float64 `json:"down_ms"`
+	// HeldAtFault counts the holds open when it struck; Lost the loss
+	// signals holders saw until the next fault.
+	HeldAtFault    int `json:"held_at_fault"`
+	Lost           int `json:"lost"`
+	Acquisitions   int `json:"acquisitions"`
+	FailedAcquires int `json:"failed_acquires"`
+	DoubleGrants   int `json:"double_grants"`
+	StaleRejected  int `json:"stale_writes_rejected"`
+	// RecoveryMS is the time from the fault's undoing to the next grant
+	// (-1: none before the end; it may come after the next fault's
+	// strike); LongestGapMS the longest stretch without a grant from the
+	// strike to the next fault.
+	RecoveryMS   float64 `json:"recovery_ms"`
+	LongestGapMS float64 `json:"longest_gap_ms"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// OK reports whether every check passed: the history is linearizable as a
+// mutex and as a fenced register per name, tokens grew, the witness saw no
+// double grant and no plain update was lost.
+func (r *SoakResult) OK() bool {
+	return r.Mutex == "ok" && r.Fenced == "ok" && r.Tokens == "ok" && r.DoubleGrants == 0 && r.PlainLostUpdates == 0
+}
+
+// result checks the history and computes the figures.
+func (s *soak) result(session, end time.Duration, schedErr error) (*SoakResult, error) {
+	o := s.o
+	r := &SoakResult{Backend: o.Backend, Shape: o.Shape, Workers: o.Workers, Names: o.Names, DurationMS: msf(end),
+		WorkMS: msf(o.Work), SessionMS: msf(session), EveryMS: msf(o.Every), DownMS: msf(o.Down), StoreErrors: s.storeErrs}
+	spans := s.tl.Spans()
+	r.DoubleGrants = DoubleGrants(spans)
+	var mutexErr, fencedErr, tokenErr []string
+	var all []faults.Op
+	for _, name := range s.names {
+		ops := slices.Clone(s.ops[name])
+		slices.SortStableFunc(ops, func(a, b faults.Op) int { return int(a.Call - b.Call) })
+		r.Ops += len(ops)
+		if err := faults.CheckMutex(ops); err != nil {
+			mutexErr = append(mutexErr, name+": "+brief(err))
+		}
+		if err := faults.CheckFenced(ops); err != nil {
+			fencedErr = append(fencedErr, name+": "+brief(err))
+		}
+		if err := faults.CheckTokens(ops); err != nil {
+			tokenErr = append(tokenErr, name+": "+brief(err))
+		}
+		n, err := s.store.counter(context.Background(), name)
+		if err != nil {
+			return nil, err
+		}
+		r.PlainWrites += s.plainDone[name]
+		r.PlainLostUpdates += s.plainDone[name] - n
+		all = append(all, ops...)
+	}
+	r.Mutex, r.Fenced, r.Tokens = checked(mutexErr), checked(fencedErr), checked(tokenErr)
+	for _, op := range all {
+		switch {
+		case op.Kind == faults.Acquire && op.OK:
+			r.Acquisitions++
+		case op.Kind == faults.Acquire:
+			r.FailedAcquires++
+		case op.Kind == faults.Release:
+			r.Releases++
+		case op.Kind == faults.Lost:
+			r.Losses++
+		case op.Kind == faults.Write:
+			r.FencedWrites++
+			if !op.OK {
+				r.StaleWritesRejected++
+			}
+		}
+	}
+	r.Strikes = soakStrikes(s.strike, spans, all, end)
+	r.PerKind = soakKinds(o.Faults, r.Strikes)
+	if schedErr != nil {
+		r.Strikes = append(r.Strikes, SoakFault{Kind: "schedule", Error: brief(schedErr)})
+	}
+	r.spans, r.marks, r.zooms = soakReport(s.strike, spans, session)
+	return r, nil
+}
+
+// soakStrikes computes each fault's figures over its stretch of the
+// history: from its strike to the next one (the last: to end).
+func soakStrikes(strikes []soakStrike, spans []Span, ops []faults.Op, end time.Duration) []SoakFault {
+	doubles := map[int]bool{}
+	eachOverlap(spans, func(_, j int, _, _ float64) { doubles[j] = true })
+	var out []SoakFault
+	for i, st := range strikes {
+		from, to := msf(st.At), msf(end)
+		if i+1 < len(strikes) {
+			to = msf(strikes[i+1].At)
+		}
+		undone := msf(st.Undone)
+		f := SoakFault{Kind: st.Kind, Target: st.Target, Count: 1, AtMS: from, DownMS: undone - from, Error: st.Err, RecoveryMS: -1}
+		for j, sp := range spans {
+			if sp.StartMS <= from && sp.EndMS > from {
+				f.HeldAtFault++
+			}
+			if sp.StartMS >= from && sp.StartMS < to {
+				f.Acquisitions++
+				if doubles[j] {
+					f.DoubleGrants++
+				}
+			}
+			if sp.StartMS >= undone && (f.RecoveryMS < 0 || sp.StartMS-undone < f.RecoveryMS) {
+				f.RecoveryMS = sp.StartMS - undone
+			}
+		}
+		for _, op := range ops {
+			if at := msf(op.Return); at < from || at >= to {
+				continue
+			}
+			switch {
+			case op.Kind == faults.Lost:
+				f.Lost++
+			case op.Kind == faults.Acquire && !op.OK:
+				f.FailedAcquires++
+			case op.Kind == faults.Write && !op.OK:
+				f.StaleRejected++
+			}
+		}
+		f.LongestGapMS = longestGap(spans, from, to)
+		out = append(out, f)
+	}
+	return out
+}
+
+// soakKinds sums the strikes per kind, in the schedule's order.
+func soakKinds(kinds []string, strikes []SoakFault) []SoakFault {
+	var out []SoakFault
+	for _, k := range kinds {
+		sum := SoakFault{Kind: k, RecoveryMS: -1}
+		for _, f := range strikes {
+			if f.Kind != k {
+				continue
+			}
+			sum.Count++
+			sum.DownMS = max(sum.DownMS, f.DownMS)
+			sum.HeldAtFault += f.HeldAtFault
+			sum.Lost += f.Lost
+			sum.Acquisitions += f.Acquisitions
+			sum.FailedAcquires += f.FailedAcquires
+			sum.DoubleGrants += f.DoubleGrants
+			sum.StaleRejected += f.StaleRejected
+			sum.RecoveryMS = max(sum.RecoveryMS, f.RecoveryMS)
+			sum.LongestGapMS = max(sum.LongestGapMS, f.LongestGapMS)
+			if sum.Error == "" {
+				sum.Error = f.Error
+			}
+		}
+		if sum.Count > 0 {
+			out = append(out, sum)
+		}
+	}
+	return out
+}
+
+// soakReport keeps the spans around the faults for the HTML report (at
+// most 6000), a mark at every strike and undoing, and an enlarged window
+// on the first strike of each kind.
+func soakReport(strikes []soakStrike, spans []Span, session time.Duration) ([]Span, []Mark, []Window) {
+	var marks []Mark
+	var zooms []Window
+	seen := map[string]bool{}
+	pad := msf(session) + 1000
+	for _, st := range strikes {
+		marks = append(marks, Mark{AtMS: msf(st.At), Label: st.Kind + " " + st.Target}, Mark{AtMS: msf(st.Undone), Label: "undone"})
+		if !seen[st.Kind] {
+			seen[st.Kind] = true
+			zooms = append(zooms, Window{Title: fmt.Sprintf("The first %s, enlarged", st.Kind), FromMS: msf(st.At) - 500, ToMS: msf(st.Undone) + pad})
+		}
+	}
+	var out []Span
+	for _, sp := range spans {
+		for _, st := range strikes {
+			if sp.EndMS >= msf(st.At)-1000 && sp.StartMS <= msf(st.Undone)+pad {
+				out = append(out, sp)
+				break
+			}
+		}
+		if len(out) >= 6000 {
+			break
+		}
+	}
+	return out, marks, zooms
+}
+
+func checked(errs []string) string {
+	if len(errs) == 0 {
+		return "ok"
+	}
+	return strings.Join(errs, "; ")
+}
+
+// brief is the first line of err, at most 300 bytes: porcupine's errors
+// list the whole history.
+func brief(err error) string {
+	s := firstLine(err.Error())
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// Summary returns what the text and the HTML report show: the verdict,
+// the totals, every fault and the sums per kind, and who held what around
+// the faults.
+func (r *SoakResult) Summary() *Summary {
+	verdictLine := "every check passed"
+	if !r.OK() {
+		verdictLine = "FAILED: the history breaks a check below"
+	}
+	figs := []Figure{
+		{"verdict", verdictLine},
+		{"mutex (porcupine, per name)", r.Mutex},
+		{"fenced register (porcupine, per name)", r.Fenced},
+		{"fencing tokens", r.Tokens},
+		{"double grants (witness)", strconv.Itoa(r.DoubleGrants)},
+		{"plain updates lost", fmt.Sprintf("%d of %d", r.PlainLostUpdates, r.PlainWrites)},
+		{"acquisitions", fmt.Sprintf("%d (%d failed attempts)", r.Acquisitions, r.FailedAcquires)},
+		{"holds ended", fmt.Sprintf("%d released, %d lost", r.Releases, r.Losses)},
+		{"fenced writes", fmt.Sprintf("%d (%d rejected as stale)", r.FencedWrites, r.StaleWritesRejected)},
+		{"operations checked", strconv.Itoa(r.Ops)},
+	}
+	if r.StoreErrors > 0 {
+		figs = append(figs, Figure{"store errors", strconv.FormatInt(r.StoreErrors, 10)})
+	}
+	perFault, perKind := soakTable(r.Strikes, true), soakTable(r.PerKind, false)
+	perKind.Title, perFault.Title = "per kind of fault:", "every fault:"
+	return &Summary{
+		Title: fmt.Sprintf("soak on %s: %d workers on %d names (%s), %.0f ms inside the lock, session %.0f ms, a fault every %.0f ms for %.0f ms, %.0f s",
+			r.Backend, r.Workers, r.Names, r.Shape, r.WorkMS, r.SessionMS, r.EveryMS, r.DownMS, r.DurationMS/1000),
+		Figures:       figs,
+		Tables:        []table.Table{perKind, perFault},
+		TimelineTitle: "Who held each name around the faults (double grants in red)",
+		Spans:         r.spans, Marks: r.marks, Zooms: r.zooms,
+	}
+}
+
+// soakTable lays out faults: one per row (each with its time and target),
+// or the sums per kind (with the number of strikes).
+func soakTable(rows []SoakFault, each bool) table.Table {
+	ms := func(v float64) string {
+		if v < 0 {
+			return "none"
+		}
+		return fmt.Sprintf("%.0f", v)
+	}
+	var cols []table.Column[SoakFault]
+	if each {
+		cols = append(cols,
+			table.Col("at ms", func(f SoakFault) string { return ms(f.AtMS) }),
+			table.Col("fault", func(f SoakFault) string { return f.Kind }),
+			table.Col("target", func(f SoakFault) string { return f.Target }))
+	} else {
+		cols = append(cols,
+			table.Col("fault", func(f SoakFault) string { return f.Kind }),
+			table.Col("times", func(f SoakFault) string { return strconv.Itoa(f.Count) }))
+	}
+	cols = append(cols,
+		table.Col("held at fault", func(f SoakFault) string { return strconv.Itoa(f.HeldAtFault) }),
+		table.Col("lost", func(f SoakFault) string { return strconv.Itoa(f.Lost) }),
+		table.Col("acquisitions", func(f SoakFault) string { return strconv.Itoa(f.Acquisitions) }),
+		table.Col("failed acquires", func(f SoakFault) string { return strconv.Itoa(f.FailedAcquires) }),
+		table.Col("double grants", func(f SoakFault) string { return strconv.Itoa(f.DoubleGrants) }),
+		table.Col("stale rejected", func(f SoakFault) string { return strconv.Itoa(f.StaleRejected) }),
+		table.Col("recovery ms", func(f SoakFault) string { return ms(f.RecoveryMS) }),
+		table.Col("longest gap ms", func(f SoakFault) string { return ms(f.LongestGapMS) }),
+		table.Col("error", func(f SoakFault) string { return f.Error }))
+	return table.Of(cols, rows)
+}

@@ -1,0 +1,115 @@
+package drill
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlockgo/dlock/faults"
+)
+
+// soakOf returns a soak on one name whose history is ops and spans (times
+// in ms), with one pause struck at 3 ms and undone at 9 ms.
+func soakOf(t *testing.T, ops []faults.Op, spans []Span, plainDone int64) *soak {
+	t.Helper()
+	st, err := openSoakStore(context.Background(), t.TempDir(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.close() })
+	if err := st.plainIncrement(context.Background(), st.names[0], 0); err != nil {
+		t.Fatal(err)
+	}
+	s := &soak{o: SoakOptions{Backend: "redis", Faults: []string{FaultPause}}, tl: NewTimeline(), store: st, names: st.names,
+		plainDone: map[string]int64{st.names[0]: plainDone}}
+	s.strike = []soakStrike{{Kind: FaultPause, Target: "redis-server", At: 3 * time.Millisecond, Undone: 9 * time.Millisecond}}
+	for _, op := range ops {
+		s.add(st.names[0], op)
+	}
+	for _, sp := range spans {
+		sp.Lane = st.names[0]
+		s.tl.spans, s.tl.open = append(s.tl.spans, sp), append(s.tl.open, false)
+	}
+	return s
+}
+
+func op(kind faults.Kind, who string, token int64, ok bool, call, ret float64) faults.Op {
+	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	return faults.Op{Kind: kind, Client: who, Token: token, OK: ok, Call: ms(call), Return: ms(ret)}
+}
+
+// The soak's checks fail a history that breaks them: w1 granted while w0
+// still held (a double grant: mutex and witness), w0's write accepted
+// after w1's higher token (fenced register), a token granted twice, and a
+// plain update lost; the fault's figures come from the same history.
+func TestSoakChecksFailABadHistory(t *testing.T) {
+	s := soakOf(t, []faults.Op{
+		op(faults.Acquire, "w0", 1, true, 0, 1),
+		op(faults.Write, "w0", 1, true, 2, 3),
+		op(faults.Acquire, "w1", 2, true, 4, 5),
+		op(faults.Write, "w1", 2, true, 6, 7),
+		op(faults.Write, "w0", 1, true, 8, 9),
+		op(faults.Release, "w0", 1, true, 10, 11),
+		op(faults.Release, "w1", 2, true, 12, 13),
+		op(faults.Acquire, "w2", 1, true, 30, 31),
+		op(faults.Release, "w2", 1, true, 32, 33),
+		op(faults.Read, "reader", 2, true, 40, 41),
+	}, []Span{{Who: "w0", StartMS: 1, EndMS: 10}, {Who: "w1", StartMS: 5, EndMS: 12}, {Who: "w2", StartMS: 31, EndMS: 32}}, 2)
+	r, err := s.result(2*time.Second, 50*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OK() {
+		t.Fatalf("a history with a double grant passed: %+v", r)
+	}
+	for what, got := range map[string]string{"mutex": r.Mutex, "fenced register": r.Fenced} {
+		if !strings.Contains(got, "not linearizable") {
+			t.Errorf("%s: %q, want not linearizable", what, got)
+		}
+	}
+	if !strings.Contains(r.Tokens, "token 1 granted to w0 and w2") {
+		t.Errorf("tokens: %q", r.Tokens)
+	}
+	if r.DoubleGrants != 1 || r.PlainLostUpdates != 1 || r.Acquisitions != 3 || r.StaleWritesRejected != 0 {
+		t.Errorf("double grants %d (want 1), plain updates lost %d (want 1), acquisitions %d (want 3), stale %d (want 0)",
+			r.DoubleGrants, r.PlainLostUpdates, r.Acquisitions, r.StaleWritesRejected)
+	}
+	if len(r.Strikes) != 1 {
+		t.Fatalf("strikes %+v", r.Strikes)
+	}
+	f := r.Strikes[0]
+	if f.HeldAtFault != 1 || f.Acquisitions != 2 || f.DoubleGrants != 1 || f.RecoveryMS != 22 || f.DownMS != 6 {
+		t.Errorf("the pause's figures: %+v (want 1 held, 2 acquisitions, 1 double grant, recovery 22 ms, down 6 ms)", f)
+	}
+	if text, _ := rendered(t, r.Summary()); !strings.Contains(text, "FAILED") {
+		t.Errorf("the text does not say the soak failed:\n%s", text)
+	}
+}
+
+// The same holds one after another pass every check.
+func TestSoakChecksPassAGoodHistory(t *testing.T) {
+	s := soakOf(t, []faults.Op{
+		op(faults.Acquire, "w0", 1, true, 0, 1),
+		op(faults.Write, "w0", 1, true, 2, 3),
+		op(faults.Lost, "w0", 1, false, 4, 6), // last seen held at 4, told at 6
+		op(faults.Acquire, "w1", 2, true, 5, 7),
+		op(faults.Write, "w1", 2, true, 8, 9),
+		op(faults.Release, "w1", 2, true, 12, 13),
+		op(faults.Acquire, "w2", 3, true, 30, 31),
+		op(faults.Write, "w0", 1, false, 32, 32.5), // stale: rejected
+		op(faults.Release, "w2", 3, true, 33, 34),
+		op(faults.Read, "reader", 2, true, 40, 41),
+	}, []Span{{Who: "w0", StartMS: 1, EndMS: 4}, {Who: "w1", StartMS: 7, EndMS: 12}, {Who: "w2", StartMS: 31, EndMS: 33}}, 1)
+	r, err := s.result(2*time.Second, 50*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK() || r.Losses != 1 || r.StaleWritesRejected != 1 {
+		t.Fatalf("mutex %q, fenced %q, tokens %q, double grants %d, lost updates %d, losses %d, stale %d",
+			r.Mutex, r.Fenced, r.Tokens, r.DoubleGrants, r.PlainLostUpdates, r.Losses, r.StaleWritesRejected)
+	}
+	if f := r.Strikes[0]; f.Lost != 1 || f.HeldAtFault != 1 {
+		t.Errorf("the pause's figures: %+v (want 1 held at the fault, 1 lost)", f)
+	}
+}
