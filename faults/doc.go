@@ -4,8 +4,10 @@
 // FLUSHALL, a Sentinel failover) misbehave, record what every client saw
 // (History), and check the record with porcupine (Check) instead of by eye.
 //
-// The package itself holds the helpers (Proxy, History, the models); the
-// tests are in package faults_test. Run them with
+// The package itself holds the helpers (Proxy, History, the models and
+// their checks: CheckMutex, CheckFenced, CheckTokens, DoubleGrants), which
+// the soak drill (dlock drill soak) runs over its histories too; the tests
+// are in package faults_test. Run them with
 //
 //	cd faults && go test -race ./...
 //

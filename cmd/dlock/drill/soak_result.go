@@ -1,6 +1,7 @@
 package drill
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -51,9 +52,10 @@ type SoakResult struct {
 	Strikes []SoakFault `json:"faults"`   // every fault, in order
 	PerKind []SoakFault `json:"per_kind"` // sums per kind (recovery and gap: the longest)
 
-	spans []Span
-	marks []Mark
-	zooms []Window
+	spans  []Span
+	marks  []Mark
+	zooms  []Window
+	points []Point // where holders were told they lost their lock
 }
 
 // SoakFault is what one fault (or the sum of one kind's) did, from its
@@ -142,6 +144,13 @@ func (s *soak) result(session, end time.Duration, schedErr error) (*SoakResult, 
 		r.Strikes = append(r.Strikes, SoakFault{Kind: "schedule", Error: brief(schedErr)})
 	}
 	r.spans, r.marks, r.zooms = soakReport(s.strike, spans, session)
+	for name, ops := range s.ops {
+		for _, op := range ops {
+			if op.Kind == faults.Lost {
+				r.points = append(r.points, Point{Lane: name, Who: op.Client, AtMS: msf(op.Return), Label: "told: lost"})
+			}
+		}
+	}
 	return r, nil
 }
 
@@ -221,33 +230,35 @@ func soakKinds(kinds []string, strikes []SoakFault) []SoakFault {
 	return out
 }
 
-// soakReport keeps the spans around the faults for the HTML report (at
-// most 6000), a mark at every strike and undoing, and an enlarged window
-// on the first strike of each kind.
+// soakReport keeps, for the HTML report, the spans around each fault (from
+// 300 ms before its strike to 1 s after its undoing, at most 6000 in all,
+// shared evenly between the faults), a mark at every strike and undoing,
+// and an enlarged window on the first strike of each kind.
 func soakReport(strikes []soakStrike, spans []Span, session time.Duration) ([]Span, []Mark, []Window) {
 	var marks []Mark
 	var zooms []Window
 	seen := map[string]bool{}
-	pad := msf(session) + 1000
 	for _, st := range strikes {
 		marks = append(marks, Mark{AtMS: msf(st.At), Label: st.Kind + " " + st.Target}, Mark{AtMS: msf(st.Undone), Label: "undone"})
 		if !seen[st.Kind] {
 			seen[st.Kind] = true
-			zooms = append(zooms, Window{Title: fmt.Sprintf("The first %s, enlarged", st.Kind), FromMS: msf(st.At) - 500, ToMS: msf(st.Undone) + pad})
+			zooms = append(zooms, Window{Title: fmt.Sprintf("The first %s, enlarged", st.Kind), FromMS: msf(st.At) - 300, ToMS: msf(st.Undone) + msf(session)/2})
 		}
 	}
 	var out []Span
-	for _, sp := range spans {
-		for _, st := range strikes {
-			if sp.EndMS >= msf(st.At)-1000 && sp.StartMS <= msf(st.Undone)+pad {
+	taken := map[int]bool{}
+	each := 6000 / max(1, len(strikes))
+	for _, st := range strikes {
+		n := 0
+		for i, sp := range spans {
+			if n < each && !taken[i] && sp.EndMS >= msf(st.At)-300 && sp.StartMS <= msf(st.Undone)+1000 {
+				taken[i] = true
 				out = append(out, sp)
-				break
+				n++
 			}
 		}
-		if len(out) >= 6000 {
-			break
-		}
 	}
+	slices.SortStableFunc(out, func(a, b Span) int { return cmp.Compare(a.StartMS, b.StartMS) })
 	return out, marks, zooms
 }
 
@@ -299,7 +310,7 @@ func (r *SoakResult) Summary() *Summary {
 		Figures:       figs,
 		Tables:        []table.Table{perKind, perFault},
 		TimelineTitle: "Who held each name around the faults (double grants in red)",
-		Spans:         r.spans, Marks: r.marks, Zooms: r.zooms,
+		Spans:         r.spans, Marks: r.marks, Zooms: r.zooms, Points: r.points,
 	}
 }
 
