@@ -14,11 +14,14 @@ import (
 )
 
 // watchdog is the Client's one renewal loop: every timeout/3 it renews all
-// watchdog-kept holds in pipelined batches, one round trip per batch (holds
+// watchdog-kept holds in pipelined batches, one round trip per batch. Holds
 // whose ops are no renewer, such as a RedLock's, renew themselves through
-// extend, concurrently). A renewal that finds the lock gone or taken loses
-// the hold at once; a failed renewal is retried next tick, and the hold's own
-// deadline timer loses it if no renewal succeeds in time.
+// extend, each round in its own goroutine, given up to the whole timeout to
+// confirm (a RedLock's quorum may be reached only when its slower node
+// answers: a round that confirms late still renews from when it was sent),
+// so rounds of one hold may overlap. A renewal that finds the lock gone or
+// taken loses the hold at once; a failed renewal is retried next tick, and
+// the hold's own deadline timer loses it if no renewal succeeds in time.
 type watchdog struct {
 	rdb      redis.UniversalClient
 	keeper   *seam.Keeper[*attempt]
@@ -29,6 +32,11 @@ type watchdog struct {
 	done     chan struct{}
 	once     sync.Once
 
+	// The self-renewing holds' rounds: ended by close, waited for by run.
+	ownCtx    context.Context
+	ownCancel context.CancelFunc
+	own       sync.WaitGroup
+
 	roundTrips atomic.Int64
 }
 
@@ -37,17 +45,22 @@ func newWatchdog(rdb redis.UniversalClient, k *seam.Keeper[*attempt], timeout ti
 		rdb: rdb, keeper: k, timeout: timeout, batch: batch, interval: timeout / 3,
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	w.ownCtx, w.ownCancel = context.WithCancel(context.Background())
 	go w.run()
 	return w
 }
 
 func (w *watchdog) close() {
-	w.once.Do(func() { close(w.stop) })
+	w.once.Do(func() {
+		close(w.stop)
+		w.ownCancel()
+	})
 	<-w.done
 }
 
 func (w *watchdog) run() {
 	defer close(w.done)
+	defer w.own.Wait()
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
 	for {
@@ -70,11 +83,10 @@ func (w *watchdog) renewAll() {
 			own = append(own, h)
 		}
 	}
-	var wg sync.WaitGroup
 	for _, h := range own {
-		wg.Add(1)
+		w.own.Add(1)
 		go func() {
-			defer wg.Done()
+			defer w.own.Done()
 			w.renewOwn(h)
 		}()
 	}
@@ -82,12 +94,12 @@ func (w *watchdog) renewAll() {
 		j := min(i+w.batch, len(hs))
 		w.renewBatch(hs[i:j], calls[i:j])
 	}
-	wg.Wait()
 }
 
-// renewOwn renews a hold through its ops' extend.
+// renewOwn renews a hold through its ops' extend, waiting for the answer
+// up to the lease (the hold's deadline loses it first if none comes).
 func (w *watchdog) renewOwn(h *seam.Hold[*attempt]) {
-	ctx, cancel := context.WithTimeout(context.Background(), w.interval)
+	ctx, cancel := context.WithTimeout(w.ownCtx, w.timeout)
 	defer cancel()
 	sent := time.Now()
 	ok, err := h.Ops().Extend(ctx, w.timeout)

@@ -30,6 +30,7 @@ type hold struct {
 
 	// Under k.mu:
 	deadline time.Time
+	lastSent time.Time   // of the latest extension or renewal that moved the deadline
 	cap      time.Time   // the latest the deadline may be (MaxHold); zero: none
 	idx      int         // in k.due; -1 once it left (ended)
 	topUp    *time.Timer // set while a short first grant awaits its extension
@@ -138,9 +139,10 @@ func (h *hold) extended(sent time.Time, ttl time.Duration, renewal bool) {
 
 // extendedLocked is extended with k.mu held.
 func (h *hold) extendedLocked(sent time.Time, ttl time.Duration, renewal bool) {
-	if h.ended {
-		return
+	if h.ended || sent.Before(h.lastSent) {
+		return // an older round that confirmed after a newer one: the newer one counts
 	}
+	h.lastSent = sent
 	k := h.k
 	k.moveDeadline(h, sent.Add(ttl-Drift(ttl)))
 	if renewal {
