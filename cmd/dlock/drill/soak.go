@@ -278,6 +278,9 @@ func (s *soak) worker(ctx context.Context, w int, lock func(string) dlock.Locker
 		l, err := lock(name).Acquire(ctx, opts...)
 		ret := s.tl.Since()
 		if err != nil {
+			if ctx.Err() != nil {
+				return // the soak is over: not a failed attempt
+			}
 			s.add(name, faults.Op{Kind: faults.Acquire, Client: who, Call: call, Return: ret})
 			_ = sleep(ctx, 20*time.Millisecond) // the service is down or refusing: don't spin
 			continue
