@@ -138,7 +138,7 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 	}
 	defer st.close()
 
-	s := &soak{o: o, tl: NewTimeline(), store: st, names: st.names}
+	s := &soak{o: o, store: st, names: st.names}
 	clients := make([]backend.Client, o.Workers)
 	for w := range clients {
 		c, err := b.NewClient(ctx, backend.ClientOptions{Label: "w" + strconv.Itoa(w), Session: o.Session})
@@ -149,6 +149,7 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 		clients[w] = c
 	}
 	session := clients[0].Session() // as the service rounded it
+	s.tl = NewTimeline()            // the soak's clock starts with its workers
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for w, c := range clients {
@@ -192,11 +193,9 @@ type soak struct {
 
 // soakStrike is one fault of the schedule as it happened.
 type soakStrike struct {
-	Kind   string        `json:"kind"`
-	Target string        `json:"target"`
-	At     time.Duration `json:"-"`
-	Undone time.Duration `json:"-"`
-	Err    string        `json:"error,omitempty"`
+	Kind, Target string
+	At, Undone   time.Duration // on the soak's clock
+	Err          string
 }
 
 func (s *soak) add(name string, op faults.Op) {
@@ -213,7 +212,6 @@ func (s *soak) add(name string, op faults.Op) {
 func (s *soak) schedule(ctx context.Context, t soakTarget) error {
 	o := s.o
 	total := int(o.Duration / time.Second)
-	deadline := time.Now().Add(o.Duration)
 	for i := 0; ; i++ {
 		next := time.Duration(i+1) * o.Every
 		if o.Progress != nil {
@@ -248,7 +246,7 @@ func (s *soak) schedule(ctx context.Context, t soakTarget) error {
 		st.Undone = s.tl.Since()
 		s.record(st)
 	}
-	err := sleep(ctx, time.Until(deadline))
+	err := sleep(ctx, o.Duration-s.tl.Since())
 	if o.Progress != nil {
 		o.Progress("soak", total, total)
 	}
