@@ -123,9 +123,9 @@ func TestRedLockMinorityFaults(t *testing.T) {
 // before renewal rounds were given the whole lease to confirm (they were
 // given up after one tick). That is the one way we found for the minority
 // restart above to lose its lock (about once in 15 runs of the whole suite
-// on a loaded machine, not caught in 40 runs of that test alone under
-// stress-ng): after the empty restart, both other nodes must answer within a
-// tick, and two slow rounds in a row lost the hold.
+// on a loaded machine, not caught in 80 runs of that test alone, 40 of them
+// under stress-ng): after the empty restart, both other nodes must answer
+// within a tick, and two slow rounds in a row lost the hold.
 func TestRedLockSlowNode(t *testing.T) {
 	noLeaks(t)
 	nodes := redistest.StartMasters(t, 3)
