@@ -158,7 +158,7 @@ func (o *Observer) ObserveRelease(ev observe.ReleaseEvent) {
 		o.m.slowHolds.Add(ctx, 1, l.base.add...)
 	}
 	if !ev.FoundLost {
-		o.holdSpan(l, ev.Name, ev.Token, ev.Held, ev.Lease, ev.Renewals, "")
+		o.holdSpan(l, ev.Name, ev.Token, ev.Granted, ev.Held, ev.Lease, ev.Renewals, "")
 	}
 }
 
@@ -178,7 +178,7 @@ func (o *Observer) ObserveLost(ev observe.LostEvent) {
 	if o.slow.ended(holdKey{ev.Shape, ev.Name, ev.Token}, ev.Held, ev.Leases > 0) {
 		o.m.slowHolds.Add(ctx, 1, l.base.add...)
 	}
-	o.holdSpan(l, ev.Name, ev.Token, ev.Held, ev.Lease, ev.Renewals, ev.Reason)
+	o.holdSpan(l, ev.Name, ev.Token, ev.Granted, ev.Held, ev.Lease, ev.Renewals, ev.Reason)
 }
 
 // ObserveRenewal implements observe.Observer.

@@ -55,15 +55,18 @@ func endAcquireSpan(span trace.Span, ev observe.AcquireEvent, errType string) {
 	span.End()
 }
 
-// holdSpan records the span of a hold that ended now after held: from its
-// grant to its last Unlock, or to its loss (lost: the reason; "" when it
-// was released). The span is made at the end, with the grant's time as its
-// start, so that a hold costs nothing while it is held (holds can last
-// hours; a span is exported only when it ends anyway). It is a root span:
-// the events of a hold carry no context.
-func (o *Observer) holdSpan(l *labels, name string, token int64, held, lease time.Duration, renewals int, lost observe.LostReason) {
+// holdSpan records the span of a hold granted at granted (zero: held
+// before now) that ended now: from its grant to its last Unlock, or to its
+// loss (lost: the reason; "" when it was released). The span is made at the
+// end, with the grant's time as its start, so that a hold costs nothing
+// while it is held (holds can last hours; a span is exported only when it
+// ends anyway). It is a root span: the events of a hold carry no context.
+func (o *Observer) holdSpan(l *labels, name string, token int64, granted time.Time, held, lease time.Duration, renewals int, lost observe.LostReason) {
 	end := time.Now()
-	_, span := o.tracer.Start(context.Background(), spanHold, o.startedAt(l, name, end.Add(-held))...)
+	if granted.IsZero() { // an event made by hand, without the grant's time
+		granted = end.Add(-held)
+	}
+	_, span := o.tracer.Start(context.Background(), spanHold, o.startedAt(l, name, granted)...)
 	if !span.IsRecording() {
 		span.End()
 		return

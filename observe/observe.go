@@ -84,6 +84,7 @@ type ReleaseEvent struct {
 	Shape, Name string
 	Token       int64         // the fencing token of the grant
 	Held        time.Duration // since the grant
+	Granted     time.Time     // when the hold was granted, on this process's clock (Held ends when the event was made)
 	Lease       time.Duration // the fixed lease; 0 when the watchdog kept it
 	Renewals    int           // successful watchdog renewals of the hold so far
 	FoundLost   bool          // the release found the lock no longer ours
@@ -98,6 +99,7 @@ type LostEvent struct {
 	Token       int64 // the fencing token of the grant
 	Reason      LostReason
 	Held        time.Duration
+	Granted     time.Time     // when the hold was granted, on this process's clock
 	Lease       time.Duration // the fixed lease; 0 when the watchdog kept it
 	Renewals    int           // successful watchdog renewals of the hold
 	Leases      int           // Leases this loss ended (0 when an Unlock found it: that Lease ended by its ReleaseEvent)

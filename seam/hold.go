@@ -206,7 +206,7 @@ func (h *hold) pastDeadline() {
 // report tells the observer and the log that the hold was lost, ending
 // leases Leases.
 func (h *hold) report(reason observe.LostReason, leases, renewals int) {
-	h.k.observer.ObserveLost(observe.LostEvent{Shape: h.g.shape, Name: h.g.name, Token: h.g.token, Reason: reason, Held: time.Since(h.since),
+	h.k.observer.ObserveLost(observe.LostEvent{Shape: h.g.shape, Name: h.g.name, Token: h.g.token, Reason: reason, Held: time.Since(h.since), Granted: h.since,
 		Lease: h.fixedLease(), Renewals: renewals, Leases: leases})
 	if h.k.logger != nil {
 		h.k.logger.Warn("dlock: lock lost", "shape", h.g.shape, "name", h.g.name, "reason", string(reason), "held", time.Since(h.since))

@@ -305,7 +305,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	l.endContext()
 
 	foundLost := lost != nil || (err == nil && res == ReleasedNotOurs)
-	h.k.observer.ObserveRelease(observe.ReleaseEvent{Shape: h.g.shape, Name: h.g.name, Token: h.g.token, Held: time.Since(h.since), Lease: h.fixedLease(),
+	h.k.observer.ObserveRelease(observe.ReleaseEvent{Shape: h.g.shape, Name: h.g.name, Token: h.g.token, Held: time.Since(h.since), Granted: h.since, Lease: h.fixedLease(),
 		Renewals: renewals, FoundLost: foundLost, LostBefore: lost != nil, Last: last})
 	switch {
 	case lost != nil:
