@@ -138,7 +138,7 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 	}
 	defer st.close()
 
-	s := &soak{o: o, store: st, names: st.names}
+	s := newSoak(o, st)
 	clients := make([]backend.Client, o.Workers)
 	for w := range clients {
 		c, err := b.NewClient(ctx, backend.ClientOptions{Label: "w" + strconv.Itoa(w), Session: o.Session})
@@ -169,7 +169,7 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 	if err := s.finalReads(ctx); err != nil {
 		return nil, err
 	}
-	return s.result(session, end, ferr)
+	return s.result(ctx, session, end, ferr)
 }
 
 // soak is one soak's state: the history its workers record.
@@ -198,12 +198,13 @@ type soakStrike struct {
 	Err          string
 }
 
+func newSoak(o SoakOptions, st *soakStore) *soak {
+	return &soak{o: o, store: st, names: st.names, ops: map[string][]faults.Op{}, plainDone: map[string]int64{}}
+}
+
 func (s *soak) add(name string, op faults.Op) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ops == nil {
-		s.ops = map[string][]faults.Op{}
-	}
 	s.ops[name] = append(s.ops[name], op)
 }
 
@@ -314,9 +315,6 @@ func (s *soak) hold(ctx context.Context, l *dlock.Lease, name, who string, work 
 	sctx := context.WithoutCancel(ctx)
 	if err := s.store.plainIncrement(sctx, name, work/4); err == nil {
 		s.mu.Lock()
-		if s.plainDone == nil {
-			s.plainDone = map[string]int64{}
-		}
 		s.plainDone[name]++
 		s.mu.Unlock()
 	} else {
@@ -375,7 +373,7 @@ func (s *soak) storeError() {
 func (s *soak) finalReads(ctx context.Context) error {
 	for _, name := range s.names {
 		call := s.tl.Since()
-		tok, err := s.store.fence(ctx, name)
+		_, tok, err := s.store.read(ctx, name)
 		if err != nil {
 			return err
 		}

@@ -91,7 +91,7 @@ func (r *SoakResult) OK() bool {
 }
 
 // result checks the history and computes the figures.
-func (s *soak) result(session, end time.Duration, schedErr error) (*SoakResult, error) {
+func (s *soak) result(ctx context.Context, session, end time.Duration, schedErr error) (*SoakResult, error) {
 	o := s.o
 	r := &SoakResult{Backend: o.Backend, Shape: o.Shape, Workers: o.Workers, Names: o.Names, DurationMS: msf(end),
 		WorkMS: msf(o.Work), SessionMS: msf(session), EveryMS: msf(o.Every), DownMS: msf(o.Down), StoreErrors: s.storeErrs}
@@ -112,7 +112,7 @@ func (s *soak) result(session, end time.Duration, schedErr error) (*SoakResult, 
 		if err := faults.CheckTokens(ops); err != nil {
 			tokenErr = append(tokenErr, name+": "+brief(err))
 		}
-		n, err := s.store.counter(context.Background(), name)
+		n, _, err := s.store.read(ctx, name)
 		if err != nil {
 			return nil, err
 		}

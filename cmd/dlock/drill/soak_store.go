@@ -47,14 +47,14 @@ func (s *soakStore) close() error { return s.db.Close() }
 // plainIncrement reads name's counter, waits think, and writes it back plus
 // one.
 func (s *soakStore) plainIncrement(ctx context.Context, name string, think time.Duration) error {
-	var n int64
-	if err := s.db.QueryRowContext(ctx, `SELECT n FROM reg WHERE name = $1`, name).Scan(&n); err != nil {
+	n, _, err := s.read(ctx, name)
+	if err != nil {
 		return err
 	}
 	if err := sleep(ctx, think); err != nil {
 		return err
 	}
-	_, err := s.db.ExecContext(ctx, `UPDATE reg SET n = $1 WHERE name = $2`, n+1, name)
+	_, err = s.db.ExecContext(ctx, `UPDATE reg SET n = $1 WHERE name = $2`, n+1, name)
 	return err
 }
 
@@ -68,16 +68,9 @@ func (s *soakStore) fencedWrite(ctx context.Context, name string, token int64) e
 
 func isStale(err error) bool { return errors.Is(err, fence.ErrStale) }
 
-// fence returns the highest token name's register accepted.
-func (s *soakStore) fence(ctx context.Context, name string) (int64, error) {
-	var t int64
-	err := s.db.QueryRowContext(ctx, `SELECT fence FROM reg WHERE name = $1`, name).Scan(&t)
-	return t, err
-}
-
-// counter returns name's plain counter.
-func (s *soakStore) counter(ctx context.Context, name string) (int64, error) {
-	var n int64
-	err := s.db.QueryRowContext(ctx, `SELECT n FROM reg WHERE name = $1`, name).Scan(&n)
-	return n, err
+// read returns name's plain counter and the highest token its fenced
+// register accepted.
+func (s *soakStore) read(ctx context.Context, name string) (n, fence int64, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT n, fence FROM reg WHERE name = $1`, name).Scan(&n, &fence)
+	return n, fence, err
 }

@@ -21,8 +21,8 @@ func soakOf(t *testing.T, ops []faults.Op, spans []Span, plainDone int64) *soak 
 	if err := st.plainIncrement(context.Background(), st.names[0], 0); err != nil {
 		t.Fatal(err)
 	}
-	s := &soak{o: SoakOptions{Backend: "redis", Faults: []string{FaultPause}}, tl: NewTimeline(), store: st, names: st.names,
-		plainDone: map[string]int64{st.names[0]: plainDone}}
+	s := newSoak(SoakOptions{Backend: "redis", Faults: []string{FaultPause}}, st)
+	s.tl, s.plainDone[st.names[0]] = NewTimeline(), plainDone
 	s.strike = []soakStrike{{Kind: FaultPause, Target: "redis-server", At: 3 * time.Millisecond, Undone: 9 * time.Millisecond}}
 	for _, op := range ops {
 		s.add(st.names[0], op)
@@ -56,7 +56,7 @@ func TestSoakChecksFailABadHistory(t *testing.T) {
 		op(faults.Release, "w2", 1, true, 32, 33),
 		op(faults.Read, "reader", 2, true, 40, 41),
 	}, []Span{{Who: "w0", StartMS: 1, EndMS: 10}, {Who: "w1", StartMS: 5, EndMS: 12}, {Who: "w2", StartMS: 31, EndMS: 32}}, 2)
-	r, err := s.result(2*time.Second, 50*time.Millisecond, nil)
+	r, err := s.result(context.Background(), 2*time.Second, 50*time.Millisecond, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestSoakChecksPassAGoodHistory(t *testing.T) {
 		op(faults.Release, "w2", 3, true, 33, 34),
 		op(faults.Read, "reader", 2, true, 40, 41),
 	}, []Span{{Who: "w0", StartMS: 1, EndMS: 4}, {Who: "w1", StartMS: 7, EndMS: 12}, {Who: "w2", StartMS: 31, EndMS: 33}}, 1)
-	r, err := s.result(2*time.Second, 50*time.Millisecond, nil)
+	r, err := s.result(context.Background(), 2*time.Second, 50*time.Millisecond, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
