@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -146,19 +145,38 @@ func TestRedLockSlowNode(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	// Connections opened before the delay: a new one would take several
-	// late round trips (HELLO, CLIENT SETINFO) before its first command.
-	var warm sync.WaitGroup
-	for range 4 {
-		warm.Go(func() { slow.Ping(ctx) })
+	// Connections opened before the delay, enough for the rounds that
+	// overlap: a new one would take several late round trips (HELLO,
+	// CLIENT SETINFO) before its first command. Held at once, so that each
+	// is a connection of its own, then given back to the pool.
+	var conns []*redis.Conn
+	for range 6 {
+		c := slow.Conn()
+		if err := c.Ping(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
 	}
-	warm.Wait()
+	for _, c := range conns {
+		c.Close()
+	}
 	l, err := dlock.NewRedLock("slow", cs...).Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Extend(ctx, wd); err != nil { // the extension's script loaded on every node
 		t.Fatal(err)
+	}
+	// Extend returns on a quorum: wait until the slow node's call has
+	// answered too (no connection of its pool in use), so that no reply of
+	// the warm-up, and no script load, is caught by the delay.
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if st := slow.PoolStats(); st.IdleConns == st.TotalConns {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the slow node's pool never settled: %+v", slow.PoolStats())
+		}
 	}
 	if err := px.Delay(300 * time.Millisecond); err != nil {
 		t.Fatal(err)
