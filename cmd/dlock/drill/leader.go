@@ -516,18 +516,39 @@ func (d *leaderRun) killLeader(ctx context.Context) error {
 	return nil
 }
 
-// stopAll closes every running replica's stdin (it stops campaigning,
-// ending its term and releasing the lock if it leads) and waits for each
-// to exit; one that does not within stopWait is killed.
+// stopAll stops every running replica, as a supervisor shuts a service
+// down without handing leadership on: first the ones that do not lead
+// (their stdin closed: they stop campaigning and exit), then, once they
+// have exited, the leader (it ends its term and releases the lock). Were
+// all told at once, a follower slow to read its stdin could be elected
+// by the leader's release and add a term the drill did not cause. One
+// that does not exit within stopWait of being told is killed.
 func (d *leaderRun) stopAll(ctx context.Context) error {
 	d.stopping = true
-	for _, r := range d.reps {
-		if !r.exited {
-			_ = r.stdin.Close()
+	lead := ""
+	if t := d.openTerm(); t != nil {
+		lead = t.Replica
+	}
+	for _, leaders := range []bool{false, true} {
+		var group []*candidate
+		for _, r := range d.reps {
+			if !r.exited && (r.name == lead) == leaders {
+				group = append(group, r)
+				_ = r.stdin.Close()
+			}
+		}
+		if err := d.awaitExit(ctx, group); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// awaitExit waits until every replica of group has exited; one that has
+// not within stopWait is killed.
+func (d *leaderRun) awaitExit(ctx context.Context, group []*candidate) error {
 	done := func() bool {
-		for _, r := range d.reps {
+		for _, r := range group {
 			if !r.exited {
 				return false
 			}
@@ -536,7 +557,7 @@ func (d *leaderRun) stopAll(ctx context.Context) error {
 	}
 	err := d.waitFor(ctx, stopWait, done)
 	if errors.Is(err, errWaited) {
-		for _, r := range d.reps {
+		for _, r := range group {
 			if !r.exited {
 				d.res.Notes = append(d.res.Notes, fmt.Sprintf("%s (pid %d) did not stop within %v of its stdin closing: killed", r.name, r.pid, stopWait))
 				_ = r.cmd.Process.Kill()
