@@ -1,15 +1,18 @@
 package drill_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,7 +38,12 @@ func TestLeaderReplicaProcess(t *testing.T) {
 	i := slices.Index(os.Args, "--")
 	a, err := drill.ParseLeaderReplicaArgs(os.Args[i+1:])
 	if err == nil {
-		err = drill.LeaderReplica(context.Background(), a, os.Stdin, os.Stdout)
+		var in io.Reader = os.Stdin
+		var out io.Writer = os.Stdout
+		if d, _ := time.ParseDuration(os.Getenv("DRILL_LEADER_FOLLOWER_SLOW_STOP")); d > 0 {
+			in, out = followerSlowStop(d)
+		}
+		err = drill.LeaderReplica(context.Background(), a, in, out)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "leader replica:", err)
@@ -43,6 +51,39 @@ func TestLeaderReplicaProcess(t *testing.T) {
 	}
 	os.Exit(0)
 }
+
+// followerSlowStop returns the replica's stdin and stdout for a replica
+// that, while it does not lead, notices its stdin closing only d later (a
+// process slow to be scheduled); it tells whether it leads from its own
+// "term" and "end" lines.
+func followerSlowStop(d time.Duration) (io.Reader, io.Writer) {
+	var leading atomic.Bool
+	in := readerFunc(func(p []byte) (int, error) {
+		n, err := os.Stdin.Read(p)
+		if err == io.EOF && !leading.Load() {
+			time.Sleep(d)
+		}
+		return n, err
+	})
+	out := writerFunc(func(p []byte) (int, error) {
+		switch {
+		case bytes.HasPrefix(p, []byte("term ")):
+			leading.Store(true)
+		case bytes.HasPrefix(p, []byte("end ")):
+			leading.Store(false)
+		}
+		return os.Stdout.Write(p)
+	})
+	return in, out
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // replicaChildren returns the pids of this process's children that run a
 // leader replica, reaped or not (a zombie counts: it was not reaped).
@@ -131,6 +172,30 @@ func TestLeaderOnEveryBackend(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// At its end the drill stops the replicas without handing leadership on:
+// a follower slow to notice that it must stop (here 1.5 s) is not elected
+// by the leader's release, so the drill's terms are the kills' and the
+// last one, ended "stopped".
+func TestLeaderStopsWithoutHandOff(t *testing.T) {
+	spawn := func(ctx context.Context, args []string) *exec.Cmd {
+		cmd := spawnReplica(ctx, args)
+		cmd.Env = append(cmd.Env, "DRILL_LEADER_FOLLOWER_SLOW_STOP=1500ms")
+		return cmd
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := drill.Leader(ctx, openRedis(t), drill.LeaderOptions{Replicas: 3, Kills: 1, Session: time.Second, Spawn: spawn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Terms) != 2 || res.Terms[0].Ended != "killed" || res.Terms[1].Ended != "stopped" {
+		t.Fatalf("terms %+v: want the killed leader's and its successor's, stopped at the end", res.Terms)
+	}
+	if left := replicaChildren(t); len(left) > 0 {
+		t.Fatalf("replica processes left: %v", left)
 	}
 }
 
