@@ -41,12 +41,7 @@ func Dial(ctx context.Context, servers string, cfg ...Config) (*Client, error) {
 	// The connection's events are read by a callback on its own goroutine
 	// (the channel, unread, drops them): a watch's event costs no wake-up
 	// of a goroutine of ours.
-	onEvent := func(ev zk.Event) {
-		if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
-			back.signal() // (re)connected: the guards watch again
-		}
-	}
-	conn, _, err := zk.Connect(addrs, asked, zk.WithLogger(neg), zk.WithLogInfo(true), zk.WithEventCallback(onEvent))
+	conn, _, err := zk.Connect(addrs, asked, zk.WithLogger(neg), zk.WithLogInfo(true), zk.WithEventCallback(back.connection))
 	if err != nil {
 		return nil, fmt.Errorf("dlock: connecting to ZooKeeper at %s: %w", servers, err)
 	}
@@ -60,6 +55,7 @@ func Dial(ctx context.Context, servers string, cfg ...Config) (*Client, error) {
 	// session more than it was asked unless the request was below its
 	// minimum, and then the shorter reading is the safe one.
 	c.SessionTimeout = min(neg.timeout(), asked)
+	back.upAt.Store(0) // the first connection: nothing to wait for (see settle)
 	c.reconn = back
 	cl := newClient(conn, c)
 	cl.owned = true

@@ -3,6 +3,7 @@ package zklock
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlockgo/dlock/observe"
@@ -32,6 +33,10 @@ import (
 type reconnects struct {
 	mu sync.Mutex
 	ch chan struct{}
+	// upAt is when the connection came back, in Unix ns (see settled):
+	// 0 once it has been up for settle (or since the client began), -1
+	// when it was last seen down.
+	upAt atomic.Int64
 }
 
 func newReconnects() *reconnects { return &reconnects{ch: make(chan struct{})} }
@@ -91,7 +96,7 @@ func (c *Client) startGuard(n *node) {
 // guard watches path, one of n's nodes, until n is released or lost, or
 // the client closes: its deletion loses the hold, and so does the end of
 // its session. While ZooKeeper cannot be asked it asks again with a
-// backoff, and soon after the connection is back (see settle).
+// backoff, and as soon as the connection is back and settled (see settle).
 func (c *Client) guard(n *node, path string, stop <-chan struct{}) {
 	defer c.wg.Done()
 	backoff := 20 * time.Millisecond
@@ -106,11 +111,8 @@ func (c *Client) guard(n *node, path string, stop <-chan struct{}) {
 			backoff = min(2*backoff, time.Second)
 			select {
 			case <-retry.C:
-			case <-back:
+			case <-back: // look again now: the look waits until the connection settles
 				retry.Stop()
-				if !c.pause(settle, stop) {
-					return
-				}
 			case <-stop:
 				retry.Stop()
 				return
@@ -136,37 +138,12 @@ func (c *Client) guard(n *node, path string, stop <-chan struct{}) {
 				return
 			}
 			// Its data was set: watch it again.
-		case <-back: // reconnected: look again and watch again
-			if !c.pause(settle, stop) {
-				return
-			}
+		case <-back: // reconnected: look again and watch again (once settled)
 		case <-stop:
 			return
 		case <-c.done:
 			return
 		}
-	}
-}
-
-// settle is how long a guard waits after a reconnection before it looks at
-// its node: go-zookeeper sends the watches it had again right after
-// reconnecting, reading a field that its receiving goroutine writes
-// without synchronisation (go-zookeeper/zk#35, unfixed in v1.0.4); a reply
-// to a request sent in that instant is what the race detector reports.
-// The look is for a watch that was lost anyway: it can wait that long.
-const settle = 100 * time.Millisecond
-
-// pause waits d; false if stop or the client's Close came first.
-func (c *Client) pause(d time.Duration, stop <-chan struct{}) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-stop:
-		return false
-	case <-c.done:
-		return false
 	}
 }
 

@@ -142,6 +142,10 @@ func retryable(err error) bool {
 // waits for ZooKeeper's answer (or the connection's loss) even after
 // Close: the client's own background calls use c.ctx, which Close ends.
 func call[T any](ctx context.Context, c *Client, f func() (T, error)) (T, error) {
+	if err := c.settled(ctx); err != nil {
+		var zero T
+		return zero, err
+	}
 	if ctx.Done() == nil {
 		return f()
 	}
@@ -259,6 +263,9 @@ func (c *Client) createOnce(dirs []string, prefix string, data []byte, check str
 	}
 	if check != "" {
 		ops = append(ops, &zk.CheckVersionRequest{Path: check, Version: -1})
+	}
+	if err := c.settled(c.ctx); err != nil {
+		return createResult{err: err}
 	}
 	sent := time.Now()
 	rs, err := c.conn.Multi(ops...)
@@ -431,7 +438,10 @@ func (c *Client) deletePath(path string, sid int64) error {
 		if now := c.conn.SessionID(); now != sid && now != 0 {
 			return nil // the session ended: its nodes are gone
 		}
-		err := c.conn.Delete(path, -1)
+		err := c.settled(c.ctx)
+		if err == nil {
+			err = c.conn.Delete(path, -1)
+		}
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrSessionExpired):
 			return nil

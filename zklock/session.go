@@ -2,6 +2,7 @@ package zklock
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -183,7 +184,9 @@ func (c *Client) woken() {
 	}
 }
 
-var errNotConnected = errors.New("not connected to ZooKeeper")
+// errNotConnected: a request was not sent, the connection being down (see
+// settled). It is retried as a lost connection is.
+var errNotConnected = fmt.Errorf("not connected to ZooKeeper: %w", zk.ErrConnectionClosed)
 
 // statePoll is how often a client made by New looks at its connection's
 // state (a local read) to learn it reconnected.
