@@ -164,7 +164,10 @@ type Client struct {
 // New returns a Client that keeps its locks in conn's session, configured
 // by cfg (at most one Config, whose SessionTimeout is required: the
 // session timeout of conn). conn stays the caller's: Close does not close
-// it. It returns an error wrapping dlock.ErrInvalidArgument for a nil conn,
+// it. The client's requests wait after each reconnection, as Dial's do;
+// the caller's own requests on conn may meet go-zookeeper's race
+// there (go-zookeeper/zk#35, reported by the race detector). It returns an
+// error wrapping dlock.ErrInvalidArgument for a nil conn,
 // a missing SessionTimeout or a bad field (ErrInvalidDuration for a bad
 // duration).
 func New(conn *zk.Conn, cfg ...Config) (*Client, error) {

@@ -17,7 +17,10 @@ import (
 // DefaultSessionTimeout), waits until the session is established or ctx is
 // done, and returns a Client that owns the connection (Close closes it).
 // The lease timing uses the smaller of the timeout asked for and the one
-// the server negotiated. It returns an error wrapping
+// the server negotiated. While the connection is down the client's
+// requests fail at once as a lost connection (Acquire and Unlock retry
+// them), and for 100 ms after it is back they wait: go-zookeeper resends
+// its watches then, racing with itself (go-zookeeper/zk#35). It returns an error wrapping
 // dlock.ErrInvalidArgument for no server or a bad Config field
 // (ErrInvalidDuration for a bad duration), or ctx's error if the session
 // was not established in time.

@@ -135,7 +135,9 @@ func retryable(err error) bool {
 	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrClosing)
 }
 
-// call runs f, a blocking go-zookeeper request, and returns its result or,
+// call runs f, a blocking go-zookeeper request, once the connection is
+// settled (see settled: while it is down, call returns errNotConnected and
+// f does not run), and returns its result or,
 // if ctx ends or the client closes first, ctx's error (errClosed). f goes on
 // in the background; its result is then dropped. With a ctx that cannot
 // end (context.Background) f runs on the caller's goroutine, which then
