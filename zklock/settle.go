@@ -24,8 +24,8 @@ const settle = 100 * time.Millisecond
 // settle): at once while it has been up for settle, after the rest of
 // settle if it came back less than that ago. While the connection is down
 // it returns errNotConnected, which callers retry as a lost connection;
-// when ctx ends first, ctx's error. Once the client
-// is closed it returns at once: Close's own requests go out.
+// when ctx ends first, ctx's error. Once the client is closed it does not
+// wait: Close's own requests go out if the connection is up.
 func (c *Client) settled(ctx context.Context) error {
 	r := c.reconn
 	for {
