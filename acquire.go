@@ -91,6 +91,10 @@ type acquisition struct {
 	spec *shapeSpec
 	a    *attempt
 	cfg  seam.Options
+	// flying is closed once the reply of an attempt that Acquire gave up
+	// on while it was in flight is in; reply then returns it.
+	flying <-chan struct{}
+	reply  func() grant
 }
 
 // prepare checks the call's arguments and options and makes its attempt.
@@ -148,20 +152,27 @@ func (q *acquisition) await(ctx context.Context, start time.Time) (g grant, sent
 			c.sub.leave(w, err == nil || spec.wake == wakeHandOff)
 		}
 	}()
-	if spec.leave != nil {
-		defer func() {
+	defer func() {
+		switch {
+		case err == nil:
+		case q.flying != nil:
+			// The last attempt is still in flight: what it did is undone once
+			// its reply is in, never before (a leave that ran first would let
+			// the late attempt queue again, or keep a grant nobody holds).
+			q.undoLate(ctx)
+		case spec.leave != nil && (a.queue > 0 || !isNotAcquired(err)):
 			// A clean refusal of Wait(0) queued nothing and was granted nothing.
-			if err != nil && (a.queue > 0 || !isNotAcquired(err)) {
-				c.leaveQueue(ctx, spec, spec.leave(a), a.queue)
-			}
-		}()
-	}
+			c.leaveQueue(ctx, spec, spec.leave(a), a.queue)
+		}
+	}()
 	late := 0 // grants in a row that came after their lease ran out
 	var first time.Time
 	for {
 		sent = time.Now()
 		if first.IsZero() {
 			first = sent
+		} else {
+			a.args.clock = sent.UnixMicro() // a fence from this attempt's clock
 		}
 		g, err = q.tryGrant(ctx)
 		if err != nil {
@@ -292,31 +303,54 @@ func (c *Client) leaveQueue(ctx context.Context, spec *shapeSpec, call scriptCal
 // without it).
 const leaveGrace = 200 * time.Millisecond
 
-// background runs f in a goroutine that Close waits for; after Close it
-// runs nothing.
-func (c *Client) background(f func()) {
+// background runs f in a goroutine that Close waits for and reports true;
+// after Close it runs nothing and reports false.
+func (c *Client) background(f func()) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return
+		return false
 	}
 	c.retries.Add(1)
 	go func() {
 		defer c.retries.Done()
 		f()
 	}()
+	return true
 }
 
 // tryGrant runs one acquire attempt and returns by ctx's deadline even when
-// Redis does not answer. It runs on the caller's goroutine when the call is
-// bounded anyway: ctx cannot end, the client bounds calls by their ctx's
-// deadline (ContextTimeoutEnabled), ctx has no deadline (a cancel is seen
-// between round trips), or the client gives up on a silent server before
-// the deadline. Otherwise the attempt runs on one of the Client's worker
-// goroutines and tryGrant returns ctx's error when ctx ends first; what the
-// abandoned attempt then receives is given back in the background (a grant
-// is released; a queue place is left by Acquire's own leave).
+// Redis does not answer. A shape's one script call goes through the
+// Client's batcher (pipelined with the calls of other callers); it runs on
+// the caller's goroutine when nothing else is in flight and the call is
+// bounded anyway (see inline). A shape that makes several calls per
+// attempt (spec.try, ReplicaAck) runs on the caller's goroutine when the
+// call is bounded, else on one of the Client's worker goroutines while the
+// caller watches ctx. When ctx ends first, an attempt already sent is
+// left in q.flying: Acquire undoes what it did once its reply is in
+// (undoLate).
 func (q *acquisition) tryGrant(ctx context.Context) (grant, error) {
+	c, spec := q.c, q.spec
+	if spec.try != nil || q.cfg.Replicas != 0 {
+		return q.tryBeside(ctx)
+	}
+	cmd, flying, err := c.calls.do(ctx, q.sh.acquireCall(q.a), c.inline(ctx), true)
+	if err != nil {
+		if flying != nil {
+			q.flying = flying.done
+			q.reply = func() grant { g, _ := readGrant(flying.cmd); return g }
+		}
+		return grant{}, wrap("acquire", spec.kind, spec.name, err)
+	}
+	g, err := readGrant(cmd)
+	if err != nil {
+		return q.failed(ctx, err)
+	}
+	return q.read(g)
+}
+
+// tryBeside is tryGrant for the shapes that make several calls per attempt.
+func (q *acquisition) tryBeside(ctx context.Context) (grant, error) {
 	c := q.c
 	if c.inline(ctx) {
 		return q.tryOnce(ctx)
@@ -327,21 +361,43 @@ func (q *acquisition) tryGrant(ctx context.Context) (grant, error) {
 	}
 	done := make(chan result, 1)
 	beside := *q // the goroutines get their own copy: q stays on its caller's stack
+	flying := make(chan struct{})
+	var late grant
 	c.runBeside(func() {
 		g, err := beside.tryOnce(ctx)
+		if err == nil {
+			late = g
+		}
 		done <- result{g, err}
+		close(flying)
 	})
 	select {
 	case r := <-done:
 		return r.g, r.err
 	case <-ctx.Done():
 	}
+	q.flying, q.reply = flying, func() grant { return late }
+	return grant{}, wrap("acquire", q.spec.kind, q.spec.name, ctx.Err())
+}
+
+// undoLate undoes, in the background, what the attempt still in flight
+// when Acquire gave up did, once its reply is in: a shape with a queue
+// leaves it (which also gives back a grant made to the attempt), any other
+// gives back a grant.
+func (q *acquisition) undoLate(ctx context.Context) {
+	c, spec, a := q.c, q.spec, q.a
+	flying, reply := q.flying, q.reply
+	beside := *q
 	c.background(func() {
-		if r := <-done; r.err == nil && r.g.ok {
-			beside.giveBack(context.Background(), r.g)
+		<-flying
+		if spec.leave != nil {
+			c.leaveQueue(context.WithoutCancel(ctx), spec, spec.leave(a), a.queue)
+			return
+		}
+		if g := reply(); g.ok {
+			beside.giveBack(context.Background(), g)
 		}
 	})
-	return grant{}, wrap("acquire", q.spec.kind, q.spec.name, ctx.Err())
 }
 
 // inline reports whether a call under ctx returns by ctx's deadline on the
@@ -398,31 +454,26 @@ func (c *Client) work(f func()) {
 	}
 }
 
-// tryOnce runs one acquire attempt: the shape's own try, or its acquire
-// script once (with WAIT on the same connection when ReplicaAck asks).
+// tryOnce runs one attempt of a shape that makes several calls: its own
+// try, or its acquire script with WAIT on the same connection (ReplicaAck).
 func (q *acquisition) tryOnce(ctx context.Context) (grant, error) {
-	c, sh, spec, a := q.c, q.sh, q.spec, q.a
 	var g grant
 	var err error
-	switch {
-	case spec.try != nil:
-		g, err = spec.try(ctx, a)
-	case q.cfg.Replicas != 0:
+	if q.spec.try != nil {
+		g, err = q.spec.try(ctx, q.a)
+	} else {
 		g, err = q.grantReplicated(ctx)
-	case spec.intReply:
-		var n int64
-		if n, err = sh.acquireCall(a).runInt(ctx, c.rdb); err != nil {
-			return q.failed(ctx, err)
-		}
-		g = intGrant(n)
-	default:
-		if g, err = readGrant(sh.acquireCall(a).run(ctx, c.rdb)); err != nil {
-			return q.failed(ctx, err)
-		}
 	}
 	if err != nil {
 		return grant{}, err
 	}
+	return q.read(g)
+}
+
+// read completes an attempt's reply g: the fences of a multi-permit grant,
+// or where a refused attempt waits.
+func (q *acquisition) read(g grant) (grant, error) {
+	spec, a := q.spec, q.a
 	switch {
 	case g.ok && len(a.tokens) > 0:
 		if len(g.reply) != len(a.tokens)+1 {

@@ -40,10 +40,6 @@ type Config struct {
 	// DefaultWatchdogTimeout, at least 3 ms); the watchdog renews them
 	// every timeout/3.
 	WatchdogTimeout time.Duration
-	// FenceTTL is how long a lock name's fence counter outlives its last
-	// grant (default 7 days, at least 1 s); see Lease.Token for what
-	// happens after it expires.
-	FenceTTL time.Duration
 	// RenewBatch is how many leases the watchdog renews per round trip
 	// (default 256).
 	RenewBatch int
@@ -66,8 +62,6 @@ func (cfg Config) apply(c *Client) error {
 		return fmt.Errorf("%w: prefix %q contains a brace", ErrInvalidArgument, cfg.Prefix)
 	case cfg.WatchdogTimeout != 0 && cfg.WatchdogTimeout < 3*time.Millisecond:
 		return fmt.Errorf("%w: watchdog timeout %v (want >= 3ms)", ErrInvalidDuration, cfg.WatchdogTimeout)
-	case cfg.FenceTTL != 0 && cfg.FenceTTL < time.Second:
-		return fmt.Errorf("%w: fence TTL %v (want >= 1s)", ErrInvalidDuration, cfg.FenceTTL)
 	case cfg.RenewBatch < 0:
 		return fmt.Errorf("%w: renew batch %d (want >= 1)", ErrInvalidArgument, cfg.RenewBatch)
 	case len(cfg.Label) > 256:
@@ -75,7 +69,6 @@ func (cfg Config) apply(c *Client) error {
 	}
 	c.prefix = cmp.Or(cfg.Prefix, DefaultPrefix)
 	c.timeout = cmp.Or(cfg.WatchdogTimeout, DefaultWatchdogTimeout)
-	c.fenceTTL = cmp.Or(cfg.FenceTTL, 7*24*time.Hour)
 	c.batch = cmp.Or(cfg.RenewBatch, 256)
 	c.logger, c.label = cfg.Logger, cfg.Label
 	if cfg.Observer != nil {
@@ -93,7 +86,6 @@ type Client struct {
 	rdb      redis.UniversalClient
 	prefix   string
 	timeout  time.Duration // watchdog lease
-	fenceTTL time.Duration
 	batch    int
 	logger   *slog.Logger
 	observer observe.Observer
@@ -108,13 +100,14 @@ type Client struct {
 	idle    chan func() // attempts handed to an idle worker (see runBeside)
 
 	// Script arguments every lock of this Client passes, boxed once.
-	argFenceTTL, argClient, argCheck any
-	argLease, argQueue               any    // the default lease and queue timeout in ms
-	leaseMs, queueMs                 int64  // their values
-	metaHead, metaTail               string // holder metadata around the acquired-at ms
+	argClient, argCheck any
+	argLease, argQueue  any    // the default lease and queue timeout in ms
+	leaseMs, queueMs    int64  // their values
+	metaHead, metaTail  string // holder metadata around the acquired-at ms
 
-	wd  *watchdog
-	sub *subscriber
+	wd    *watchdog
+	sub   *subscriber
+	calls *batcher // the script calls of concurrent callers, pipelined
 
 	keeper *seam.Keeper[*attempt] // the holds
 
@@ -159,10 +152,11 @@ func New(rdb redis.UniversalClient, cfg ...Config) (*Client, error) {
 	c.bounded, c.hung = callBound(rdb)
 	c.idle = make(chan func())
 	c.bg, c.stopBg = context.WithCancel(context.Background())
+	c.calls = &batcher{rdb: rdb, bg: c.bg, spawn: c.background}
 	c.wd = newWatchdog(c.rdb, c.keeper, c.timeout, c.batch)
 	c.sub = newSubscriber(c)
 	c.leaseMs, c.queueMs = ms(c.timeout), ms(defaultQueueTimeout)
-	c.argFenceTTL, c.argClient, c.argCheck = ms(c.fenceTTL), c.sub.id, c.listenCheck()
+	c.argClient, c.argCheck = c.sub.id, c.listenCheck()
 	c.argLease, c.argQueue = c.leaseMs, c.queueMs
 	c.metaHead, c.metaTail = c.meta+"|", "|"+c.label
 	return c, nil
@@ -213,7 +207,13 @@ type lockKeys struct {
 
 func (c *Client) keys(name string) lockKeys {
 	base := c.prefix + "{" + name + "}"
-	return lockKeys{lock: base, fence: base + ":fence", wake: base + ":wake"}
+	return lockKeys{lock: base, fence: c.fenceKey(base), wake: base + ":wake"}
+}
+
+// fenceKey is the fence counter of the hash slot of the lock key lock:
+// one for every lock name of the slot (see lua/fence.lua).
+func (c *Client) fenceKey(lock string) string {
+	return c.prefix + "fence:{" + slotTag(keySlot(lock)) + "}"
 }
 
 // isNilPointer reports whether v is an interface holding a nil pointer (a

@@ -26,9 +26,9 @@ func queuedShapes(c *dlock.Client, name string) []struct {
 		lk    dlock.Locker
 		cmds  int64
 	}{
-		{"mutex", c.Mutex(name), 7},
-		{"lock", c.Lock(name), 9},
-		{"fair", c.FairLock(name), 10},
+		{"mutex", c.Mutex(name), 6},
+		{"lock", c.Lock(name), 8},
+		{"fair", c.FairLock(name), 9},
 	}
 }
 
@@ -99,7 +99,7 @@ func TestUncontendedCommands(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(keys) != 1 || keys[0] != "dlock:{fast}:fence" {
+			if len(keys) != 1 || keys[0] != dlock.FenceKey("fast") {
 				t.Errorf("keys left: %v, want the fence counter alone", keys)
 			}
 		})
@@ -109,7 +109,7 @@ func TestUncontendedCommands(t *testing.T) {
 // tokenAhead reads the fence counter of the name "lost".
 func tokenAhead(t *testing.T, rdb *redis.Client) int64 {
 	t.Helper()
-	n, err := rdb.Get(context.Background(), "dlock:{lost}:fence").Int64()
+	n, err := rdb.Get(context.Background(), dlock.FenceKey("lost")).Int64()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestTokenAfterCounterLost(t *testing.T) {
 			}
 			for i := range 5 {
 				_ = next(fmt.Sprint("round ", i)).Unlock(ctx)
-				if err := rdb.Del(ctx, "dlock:{lost}:fence").Err(); err != nil {
+				if err := rdb.Del(ctx, dlock.FenceKey("lost")).Err(); err != nil {
 					t.Fatal(err)
 				}
 				_ = next(fmt.Sprint("after the counter was deleted, round ", i)).Unlock(ctx)
@@ -149,7 +149,7 @@ func TestTokenAfterCounterLost(t *testing.T) {
 				}
 				_ = next(fmt.Sprint("after FLUSHALL, round ", i)).Unlock(ctx)
 				// a failover that lost the last writes: the counter went back
-				if err := rdb.Set(ctx, "dlock:{lost}:fence", strconv.FormatInt(last-1000, 10), 0).Err(); err != nil {
+				if err := rdb.Set(ctx, dlock.FenceKey("lost"), strconv.FormatInt(last-1000, 10), 0).Err(); err != nil {
 					t.Fatal(err)
 				}
 				_ = next(fmt.Sprint("after the counter went back, round ", i)).Unlock(ctx)
@@ -165,7 +165,7 @@ func TestTokenAfterCounterLost(t *testing.T) {
 			})
 			_ = next("after the lease ran out").Unlock(ctx)
 			l = next("short lease again", dlock.LeaseTime(30*time.Millisecond))
-			if err := rdb.Del(ctx, "dlock:{lost}:fence").Err(); err != nil {
+			if err := rdb.Del(ctx, dlock.FenceKey("lost")).Err(); err != nil {
 				t.Fatal(err)
 			}
 			// the holder's lease still runs: the next grant waits for it
@@ -174,7 +174,7 @@ func TestTokenAfterCounterLost(t *testing.T) {
 				t.Fatalf("unlock of the expired lease: %v, want ErrLockLost", err)
 			}
 			// a counter ahead of the clock (an earlier burst, or a clock that went back)
-			if err := rdb.Set(ctx, "dlock:{lost}:fence", strconv.FormatInt(last+1_000_000_000, 10), 0).Err(); err != nil {
+			if err := rdb.Set(ctx, dlock.FenceKey("lost"), strconv.FormatInt(last+1_000_000_000, 10), 0).Err(); err != nil {
 				t.Fatal(err)
 			}
 			ahead := next("counter ahead of the clock")

@@ -14,9 +14,10 @@ var forceUnlockScript = plain("force_unlock.lua")
 
 // ForceUnlock is for operators: it removes the lock called name whoever
 // holds it, whatever its shape, by deleting its key <prefix>{name} and every
-// key <prefix>{name}:* (queues, timeouts, readers, permits) except the fence
-// counter, so the next grant's fencing token is still greater than every
-// token granted before. When anything was deleted it publishes a wake-all on
+// key <prefix>{name}:* (queues, timeouts, readers, permits; not a
+// Semaphore's permit count). The fence counter of its hash slot is another
+// key and stays, so the next grant's fencing token is still greater than
+// every token granted before. When anything was deleted it publishes a wake-all on
 // the lock's channel, so the waiters of every process try again at once.
 //
 // The holders are not told: each finds out at its next renewal, Verify,
@@ -56,8 +57,9 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) (seam.Removal, er
 	return r, nil
 }
 
-// lockKeysOf returns the lock key and every <lock key>:* key except the fence
-// counter, found by SCAN on the node serving the lock's hash slot.
+// lockKeysOf returns the lock key and every <lock key>:* key but a
+// Semaphore's permit count, found by SCAN on the node serving the lock's
+// hash slot.
 func (c *Client) lockKeysOf(ctx context.Context, k lockKeys) ([]string, error) {
 	var node redis.Cmdable = c.rdb
 	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
@@ -69,7 +71,7 @@ func (c *Client) lockKeysOf(ctx context.Context, k lockKeys) ([]string, error) {
 	}
 	keys := []string{k.lock}
 	err := scanNode(ctx, node, escapeGlob(k.lock)+":*", func(key string) {
-		if key != k.fence && key != k.lock+":count" && !slices.Contains(keys, key) {
+		if key != k.lock+":count" && !slices.Contains(keys, key) {
 			keys = append(keys, key)
 		}
 	})

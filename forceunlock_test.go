@@ -68,7 +68,7 @@ func TestForceUnlock(t *testing.T) {
 	if r.Info.Shape != "lock" || len(r.Info.Holders) != 1 || r.Info.Holders[0].Label != "stuck-worker" || r.Info.Holders[0].Fence != stuck.Token() {
 		t.Fatalf("removal info %+v, want the stuck worker's lock (token %d)", r.Info, stuck.Token())
 	}
-	if n, err := rdb.Exists(ctx, "dlock:{stock:1}:fence", "dlock:{stock:10}").Result(); err != nil || n != 2 {
+	if n, err := rdb.Exists(ctx, dlock.FenceKey("stock:1"), "dlock:{stock:10}").Result(); err != nil || n != 2 {
 		t.Fatalf("fence counter and neighbour lock: %d of 2 left (%v)", n, err)
 	}
 

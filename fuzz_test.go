@@ -210,7 +210,7 @@ func FuzzAcquireInput(f *testing.F) {
 		var left []string
 		iter := rdb.Scan(context.Background(), 0, "*", 100).Iterator()
 		for iter.Next(context.Background()) {
-			if !strings.HasSuffix(iter.Val(), ":fence") && !strings.HasSuffix(iter.Val(), ":count") {
+			if !strings.HasPrefix(iter.Val(), DefaultPrefix+"fence:") && !strings.HasSuffix(iter.Val(), ":count") {
 				left = append(left, iter.Val())
 			}
 		}

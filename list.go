@@ -81,8 +81,8 @@ func oldestSince(info seam.Info) time.Time {
 
 // scanLockNames SCANs for keys matching match (on every master of a
 // cluster) and returns the lock names of the keys <prefix>{name} and
-// <prefix>{name}:suffix, except fence counters, which outlive their locks.
-// The name ends at the key's last '}' (no suffix holds one).
+// <prefix>{name}:suffix (a slot's fence counter, <prefix>fence:{tag}, names
+// no lock). The name ends at the key's last '}' (no suffix holds one).
 func (c *Client) scanLockNames(ctx context.Context, match string) ([]string, error) {
 	var mu sync.Mutex
 	seen := make(map[string]struct{})
@@ -92,7 +92,7 @@ func (c *Client) scanLockNames(ctx context.Context, match string) ([]string, err
 		if !ok || len(rest) < 3 || rest[0] != '{' || end < 2 {
 			return
 		}
-		if suffix := rest[end+1:]; suffix != "" && (suffix[0] != ':' || suffix == ":fence") {
+		if suffix := rest[end+1:]; suffix != "" && suffix[0] != ':' {
 			return
 		}
 		mu.Lock()

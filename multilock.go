@@ -160,7 +160,7 @@ func (s multiShape) validate() error {
 // acquireCall is the one-script attempt.
 func (s multiShape) acquireCall(a *attempt) scriptCall {
 	s.m.build()
-	return multiAcquire.call(s.m.keys, a.owner, a.op, ms(a.ttl), a.meta, a.c.argFenceTTL)
+	return multiAcquire.call(s.m.keys, a.owner, a.op, ms(a.ttl), a.meta, a.args.clock)
 }
 
 // tryInOrder takes the members one by one in canonical order; when one is
@@ -181,7 +181,7 @@ func (s multiShape) tryInOrder(ctx context.Context, a *attempt) (grant, error) {
 	}
 	var fence int64
 	for i := range ks {
-		g, err := readGrant(memberAcquire(c, &ks[i], a).run(ctx, c.rdb))
+		g, err := readGrant(c.call(ctx, memberAcquire(c, &ks[i], a)))
 		if err != nil {
 			rollback()
 			return grant{}, redisErr(ctx, "acquire", "multi", name, err)
@@ -213,12 +213,12 @@ func (s multiShape) ops(a *attempt) holdOps {
 // member's own waiters queue; this attempt only marks it waited for).
 func memberAcquire(c *Client, k *queueKeys, a *attempt) scriptCall {
 	return reentrantAcquire.call([]string{k.lock, k.fence, k.queue, k.timeouts},
-		a.owner, a.op, ms(a.ttl), a.meta, c.argFenceTTL, -1, c.argClient, "0", k.wake, "", "0", c.argCheck)
+		a.owner, a.op, ms(a.ttl), a.meta, a.args.clock, -1, c.argClient, "0", k.wake, "", "0", c.argCheck)
 }
 
 // memberRelease releases one hold of owner on one member, as a Lock's.
 func memberRelease(c *Client, k *queueKeys, owner, op string) scriptCall {
-	return reentrantRelease.call([]string{k.lock, k.fence, k.queue, k.timeouts}, owner, op, k.wake, c.argFenceTTL, c.argCheck)
+	return reentrantRelease.call([]string{k.lock, k.fence, k.queue, k.timeouts}, owner, op, k.wake, c.argCheck)
 }
 
 // multiOps drives a held MultiLock: one script when its keys share a slot,
@@ -258,11 +258,11 @@ func (o multiOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
 func (o multiOps) release(ctx context.Context) (seam.Released, error) {
 	op := ids.Op()
 	if o.m.single {
-		args := []any{o.owner, op, o.m.c.argFenceTTL, o.m.c.argCheck}
+		args := []any{o.owner, op, o.m.c.argCheck}
 		for _, k := range o.m.ks {
 			args = append(args, k.wake)
 		}
-		n, err := multiRelease.call(o.m.keys, args...).runInt(ctx, o.m.c.rdb)
+		n, err := o.m.c.callInt(ctx, multiRelease.call(o.m.keys, args...))
 		return seam.Released(n), err
 	}
 	calls := make([]scriptCall, len(o.m.ks))

@@ -50,7 +50,7 @@ func (m *Mutex) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
 // mutexLeaveCall is the call by which a's Acquire leaves the queue.
 func mutexLeaveCall(a *attempt) scriptCall {
 	c, k := a.c, a.k
-	return scriptCall{mutexLeave, append(k.begin(mutexLeave, 5), a.args.token, c.queueMember(a), k.args[4], c.argFenceTTL, c.argCheck)}
+	return scriptCall{mutexLeave, append(k.begin(mutexLeave, 4), a.args.token, c.queueMember(a), k.args[4], c.argCheck)}
 }
 
 type mutexShape struct{ m *Mutex }
@@ -74,14 +74,14 @@ func (o *mutexOps) renewCalls(ttl time.Duration) []scriptCall {
 }
 
 func (o *mutexOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := extendCall(mutexExtend, o.k.args[0], o.args.token, o.c.ttlArg(ttl)).runInt(ctx, o.c.rdb)
+	n, err := o.c.callInt(ctx, extendCall(mutexExtend, o.k.args[0], o.args.token, o.c.ttlArg(ttl)))
 	return n == 1, err
 }
 
 // release needs no operation id: the token makes it idempotent.
 func (o *mutexOps) release(ctx context.Context) (seam.Released, error) {
 	c := o.c
-	n, err := scriptCall{mutexRelease, append(o.k.begin(mutexRelease, 4), o.args.token, o.k.args[4], c.argFenceTTL, c.argCheck)}.runInt(ctx, c.rdb)
+	n, err := c.callInt(ctx, scriptCall{mutexRelease, append(o.k.begin(mutexRelease, 3), o.args.token, o.k.args[4], c.argCheck)})
 	return seam.Released(n), err
 }
 

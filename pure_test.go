@@ -27,8 +27,17 @@ func TestKeySlot(t *testing.T) {
 			t.Errorf("keySlot(%q) = %d, want %d", tc.key, got, tc.slot)
 		}
 	}
-	if keySlot("dlock:{a}") != keySlot("dlock:{a}:fence") {
-		t.Error("a lock and its fence counter are in different slots")
+	for slot := range 16384 {
+		if got := keySlot("dlock:fence:{" + slotTag(slot) + "}"); got != slot {
+			t.Fatalf("the fence counter of slot %d is in slot %d", slot, got)
+		}
+	}
+	c := &Client{prefix: DefaultPrefix, sub: &subscriber{}}
+	for _, name := range []string{"a", "stock:1", "x{y}z", "a}b", "{", "order:123456"} {
+		k, q := c.keys(name), c.queueKeys(name)
+		if keySlot(k.fence) != keySlot(k.lock) || q.fence != k.fence || q.lock != k.lock || keySlot(q.queue) != keySlot(k.lock) {
+			t.Errorf("%q: lock %q (slot %d), fence counter %q (slot %d), queue keys %+v", name, k.lock, keySlot(k.lock), k.fence, keySlot(k.fence), q)
+		}
 	}
 }
 

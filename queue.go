@@ -42,10 +42,8 @@ type queueKeys struct {
 func (c *Client) queueKeys(name string) queueKeys {
 	var b strings.Builder
 	n := len(c.prefix) + len(name) + 2
-	b.Grow(4*n + len(":fence:queue:timeouts:wake:") + len(c.sub.id))
+	b.Grow(3*n + len(":queue:timeouts:wake:") + len(c.sub.id) + len(c.prefix) + len("fence:{00000}"))
 	base := func() { b.WriteString(c.prefix); b.WriteByte('{'); b.WriteString(name); b.WriteByte('}') }
-	base()
-	b.WriteString(":fence")
 	base()
 	b.WriteString(":queue")
 	base()
@@ -53,13 +51,17 @@ func (c *Client) queueKeys(name string) queueKeys {
 	base()
 	b.WriteString(":wake:")
 	b.WriteString(c.sub.id)
+	own := b.Len()
+	b.WriteString(c.prefix)
+	b.WriteString("fence:{")
+	b.WriteString(slotTag(keySlot(b.String()[:n]))) // the lock key's slot
+	b.WriteByte('}')
 	s := b.String()
 	var q queueKeys
-	q.lock, q.fence = s[:n], s[:n+6]
-	s = s[n+6:]
+	q.lock, q.fence = s[:n], s[own:]
 	q.queue, s = s[:n+6], s[n+6:]
 	q.timeouts, s = s[:n+9], s[n+9:]
-	q.wake, q.own = s[:n+5], s
+	q.wake, q.own = s[:n+5], s[:own-2*n-15]
 	q.args = [5]any{q.lock, q.fence, q.queue, q.timeouts, q.wake}
 	return q
 }
@@ -78,11 +80,11 @@ func (k *queueKeys) begin(s *luaScript, n int) []any {
 }
 
 // acquireArgs are the keys and ARGV the queue acquire scripts share:
-// holder, op, lease, metadata, fence TTL, queue timeout, Client id,
+// holder, op, lease, metadata, clock, queue timeout, Client id,
 // queued; extra arguments follow them.
 func (k *queueKeys) acquireArgs(s *luaScript, a *attempt, extra int) []any {
 	c := a.c
-	return append(k.begin(s, 8+extra), a.args.token, a.args.op, a.args.lease, a.args.meta, c.argFenceTTL, a.args.queue, c.argClient, a.queuedArg())
+	return append(k.begin(s, 8+extra), a.args.token, a.args.op, a.args.lease, a.args.meta, a.args.clock, a.args.queue, c.argClient, a.queuedArg())
 }
 
 // queueMember is the attempt's member of a queue (see lua/queue_lib.lua).

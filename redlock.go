@@ -297,7 +297,7 @@ func (s redShape) try(ctx context.Context, a *attempt) (grant, error) {
 	// Healthy nodes are all counted in (their grants belong to the Lease
 	// from the start); a slow one does not hold the attempt up past its grace.
 	replies, finished := s.r.quorum(ctx, budget, 10*time.Millisecond, validity, untilAll, func(ctx context.Context, i int) nodeReply {
-		g, err := readGrant(s.nodeCall(i, a).run(ctx, s.r.clients[i].rdb))
+		g, err := readGrant(s.r.clients[i].call(ctx, s.nodeCall(i, a)))
 		if err != nil {
 			return nodeReply{err: err}
 		}
@@ -370,7 +370,7 @@ func (o redOps) releaseNode(i int) {
 	defer cancel()
 	c := o.r.clients[i]
 	k := c.queueKeys(o.r.name)
-	_ = memberRelease(c, &k, o.owner, ids.Op()).run(ctx, c.rdb).Err()
+	_ = c.call(ctx, memberRelease(c, &k, o.owner, ids.Op())).Err()
 }
 
 // vote runs call on every node and reports true once a quorum said yes,
@@ -398,7 +398,7 @@ func (o redOps) renewCalls(time.Duration) []scriptCall { return nil }
 func (o redOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	return o.vote(ctx, "extend", untilDecided, func(ctx context.Context, i int) nodeReply {
 		c := o.r.clients[i]
-		n, err := lockExtend.call([]string{c.keys(o.r.name).lock}, o.owner, ms(ttl)).runInt(ctx, c.rdb)
+		n, err := c.callInt(ctx, lockExtend.call([]string{c.keys(o.r.name).lock}, o.owner, ms(ttl)))
 		return nodeReply{yes: err == nil && n == 1, err: err}
 	})
 }
@@ -416,7 +416,7 @@ func (o redOps) release(ctx context.Context) (seam.Released, error) {
 	ok, err := o.vote(ctx, "release", untilAll, func(ctx context.Context, i int) nodeReply {
 		c := o.r.clients[i]
 		k := c.queueKeys(o.r.name)
-		n, err := memberRelease(c, &k, o.owner, op).runInt(ctx, c.rdb)
+		n, err := c.callInt(ctx, memberRelease(c, &k, o.owner, op))
 		return nodeReply{yes: err == nil && n != int64(releaseNotOurs), err: err}
 	})
 	switch {

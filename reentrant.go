@@ -58,7 +58,7 @@ func fairLeaveCall(a *attempt) scriptCall { return reentrantLeaveCall(a, true) }
 func reentrantLeaveCall(a *attempt, strict bool) scriptCall {
 	c, k := a.c, a.k
 	mark, flag := marks(strict)
-	args := append(k.begin(reentrantLeave, 8), a.args.token, a.args.op, c.queueMember(a), k.args[4], c.argFenceTTL, mark, flag, c.argCheck)
+	args := append(k.begin(reentrantLeave, 7), a.args.token, a.args.op, c.queueMember(a), k.args[4], mark, flag, c.argCheck)
 	return scriptCall{reentrantLeave, args}
 }
 
@@ -75,7 +75,7 @@ func (o *reentrantOps) renewCalls(ttl time.Duration) []scriptCall {
 }
 
 func (o *reentrantOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := extendCall(lockExtend, o.k.args[0], o.args.token, o.c.ttlArg(ttl)).runInt(ctx, o.c.rdb)
+	n, err := o.c.callInt(ctx, extendCall(lockExtend, o.k.args[0], o.args.token, o.c.ttlArg(ttl)))
 	return n == 1, err
 }
 
@@ -83,8 +83,8 @@ func (o *reentrantOps) extend(ctx context.Context, ttl time.Duration) (bool, err
 // that was already applied change nothing.
 func (o *reentrantOps) release(ctx context.Context) (seam.Released, error) {
 	c := o.c
-	args := append(o.k.begin(reentrantRelease, 5), o.args.token, ids.Op(), o.k.args[4], c.argFenceTTL, c.argCheck)
-	n, err := scriptCall{reentrantRelease, args}.runInt(ctx, c.rdb)
+	args := append(o.k.begin(reentrantRelease, 4), o.args.token, ids.Op(), o.k.args[4], c.argCheck)
+	n, err := c.callInt(ctx, scriptCall{reentrantRelease, args})
 	return seam.Released(n), err
 }
 

@@ -118,7 +118,7 @@ func (s readShape) spec() *shapeSpec { return &s.rw.sides().read }
 func (s readShape) acquireCall(a *attempt) scriptCall {
 	k := &s.rw.sides().k
 	return rwReadAcquire.call([]string{k.lock, k.fence, k.readers, k.holds, k.writers},
-		a.owner, a.op, ms(a.ttl), a.meta, a.c.argFenceTTL)
+		a.owner, a.op, ms(a.ttl), a.meta, a.args.clock)
 }
 
 func (s readShape) holdID(a *attempt) string { return s.rw.sides().k.readers + "|" + a.owner }
@@ -139,17 +139,17 @@ func (o readOps) renewCalls(ttl time.Duration) []scriptCall {
 }
 
 func (o readOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := o.renewCalls(ttl)[0].runInt(ctx, o.c.rdb)
+	n, err := o.c.callInt(ctx, o.renewCalls(ttl)[0])
 	return n == 1, err
 }
 
 func (o readOps) release(ctx context.Context) (seam.Released, error) {
-	n, err := rwReadRelease.call([]string{o.k.readers, o.k.holds}, o.owner, ids.Op(), o.k.wake).runInt(ctx, o.c.rdb)
+	n, err := o.c.callInt(ctx, rwReadRelease.call([]string{o.k.readers, o.k.holds}, o.owner, ids.Op(), o.k.wake))
 	return seam.Released(n), err
 }
 
 func (o readOps) verify(ctx context.Context) (bool, error) {
-	n, err := zsetLive.call([]string{o.k.readers}, o.owner).runInt(ctx, o.c.rdb)
+	n, err := o.c.callInt(ctx, zsetLive.call([]string{o.k.readers}, o.owner))
 	return n == 1, err
 }
 
@@ -160,7 +160,7 @@ func (s writeShape) spec() *shapeSpec { return &s.rw.sides().write }
 func (s writeShape) acquireCall(a *attempt) scriptCall {
 	k := &s.rw.sides().k
 	return rwWriteAcquire.call([]string{k.lock, k.fence, k.readers, k.holds, k.writers},
-		a.owner, a.op, ms(a.ttl), a.meta, a.c.argFenceTTL, ms(a.queue), a.c.argClient)
+		a.owner, a.op, ms(a.ttl), a.meta, a.args.clock, ms(a.queue), a.c.argClient)
 }
 
 func (rw *RWLock) writeLeaveCall(a *attempt) scriptCall {

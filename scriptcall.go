@@ -154,3 +154,22 @@ func runCalls(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall
 func isNoScript(err error) bool {
 	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
+
+// call runs sc, pipelined with the calls that other callers of c make at
+// the same time (see batcher), and returns its reply; if ctx ends before
+// the call is sent, it is not sent and ctx's error is returned. A call
+// already sent is waited for, as a go-redis call is: go-redis's timeouts
+// bound it.
+func (c *Client) call(ctx context.Context, sc scriptCall) *redis.Cmd {
+	cmd, _, err := c.calls.do(ctx, sc, true, false)
+	if err != nil {
+		cmd = redis.NewCmd(ctx)
+		cmd.SetErr(err)
+	}
+	return cmd
+}
+
+// callInt is call for a script whose reply is an integer.
+func (c *Client) callInt(ctx context.Context, sc scriptCall) (int64, error) {
+	return c.calls.doInt(ctx, sc)
+}

@@ -25,6 +25,12 @@ var semInspector = inspector{withLibs("sem_inspect.lua", "lib.lua", "inspect_lib
 	return []string{k.lock, k.data, k.fence, k.count}
 }}
 
+// permitsTTL is how long a Semaphore's permit count stays in Redis after
+// its last grant (or SetPermits); argPermitsTTL is it as a script argument.
+const permitsTTL = 7 * 24 * time.Hour
+
+var argPermitsTTL any = ms(permitsTTL)
+
 // Semaphore lets up to a fixed number of holders in at once (Redisson's
 // RPermitExpirableSemaphore). Every permit is held through its own Lease,
 // with its own id, fencing token, lease and watchdog, like a lock: a permit
@@ -36,9 +42,9 @@ var semInspector = inspector{withLibs("sem_inspect.lua", "lib.lua", "inspect_lib
 // Acquire that finds none sets it to its Semaphore's count, and an Acquire
 // whose Semaphore has another count fails with ErrInvalidArgument (the
 // store's count in the message) and changes nothing, so two callers cannot
-// count against different bounds. SetPermits changes it. Like the fence
-// counter, it lives for the Client's FenceTTL after the last grant.
-// Permits are not granted in arrival order.
+// count against different bounds. SetPermits changes it. It lives for 7
+// days after the last grant: a semaphore unused for longer is set anew by
+// its next user. Permits are not granted in arrival order.
 type Semaphore struct {
 	c    *Client
 	name string
@@ -83,7 +89,7 @@ func (s *Semaphore) Release(ctx context.Context, id string) error {
 	if len(id) != 32 {
 		return wrap("release", "semaphore", s.name, fmt.Errorf("%w: permit id %q", ErrNotHeld, id))
 	}
-	n, err := s.ops(id).releaseCall().runInt(ctx, s.c.rdb)
+	n, err := s.c.callInt(ctx, s.ops(id).releaseCall())
 	if err != nil {
 		return redisErr(ctx, "release", "semaphore", s.name, err)
 	}
@@ -106,7 +112,7 @@ func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 	}
 	k := s.keys()
 	err := s.permits.Set(n, func() error {
-		return semSetCap.call([]string{k.count}, n, s.c.argFenceTTL, k.wake).run(ctx, s.c.rdb).Err()
+		return s.c.call(ctx, semSetCap.call([]string{k.count}, n, argPermitsTTL, k.wake)).Err()
 	})
 	if err != nil {
 		return redisErr(ctx, "set permits", "semaphore", s.name, err)
@@ -187,7 +193,7 @@ func (sh semShape) permitIDs(a *attempt) {
 
 func (sh semShape) acquireCall(a *attempt) scriptCall {
 	k := sh.s.keys()
-	args := []any{sh.s.count(), ms(a.ttl), a.meta, a.c.argFenceTTL}
+	args := []any{sh.s.count(), ms(a.ttl), a.meta, a.args.clock, argPermitsTTL}
 	if len(a.tokens) == 0 {
 		args = append(args, a.token)
 	}
@@ -227,17 +233,17 @@ func (o semOps) renewCalls(ttl time.Duration) []scriptCall {
 }
 
 func (o semOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := o.renewCalls(ttl)[0].runInt(ctx, o.c.rdb)
+	n, err := o.c.callInt(ctx, o.renewCalls(ttl)[0])
 	return n == 1, err
 }
 
 func (o semOps) release(ctx context.Context) (seam.Released, error) {
-	n, err := o.releaseCall().runInt(ctx, o.c.rdb)
+	n, err := o.c.callInt(ctx, o.releaseCall())
 	return seam.Released(n), err
 }
 
 func (o semOps) verify(ctx context.Context) (bool, error) {
-	n, err := zsetLive.call([]string{o.k.lock}, o.id).runInt(ctx, o.c.rdb)
+	n, err := o.c.callInt(ctx, zsetLive.call([]string{o.k.lock}, o.id))
 	return n == 1, err
 }
 

@@ -107,11 +107,12 @@ type attempt struct {
 
 // attemptArgs are an attempt's script arguments, boxed once per Acquire
 // call (a call's retries and its grant's releases reuse them).
-type attemptArgs struct{ token, op, meta, lease, queue any }
+type attemptArgs struct{ token, op, meta, lease, queue, clock any }
 
-// box boxes a's arguments; the queue timeout may be set later (setQueue).
-func (a *attempt) box() *attempt {
-	a.args = attemptArgs{token: a.token, op: a.op, meta: a.meta, lease: a.c.argLease, queue: 0}
+// box boxes a's arguments, its clock now; the queue timeout may be set
+// later (setQueue).
+func (a *attempt) box(now time.Time) *attempt {
+	a.args = attemptArgs{token: a.token, op: a.op, meta: a.meta, lease: a.c.argLease, queue: 0, clock: now.UnixMicro()}
 	if a.leaseMs != a.c.leaseMs {
 		a.args.lease = a.leaseMs
 	}
@@ -158,7 +159,7 @@ func newAttempt(c *Client, owner string, ttl time.Duration, now time.Time) *atte
 	b = c.appendMeta(b, now)
 	s := string(b)
 	a.token, a.op, a.meta = s[:32], s[:16], s[32:]
-	return a.box()
+	return a.box(now)
 }
 
 // ownedAttempt is an attempt held under owner (a reentrant shape's holder
@@ -170,7 +171,7 @@ func ownedAttempt(c *Client, owner string, ttl time.Duration, now time.Time) *at
 		return a
 	}
 	a := &attempt{c: c, owner: owner, token: owner, op: ids.Op(), meta: c.holderMeta(now), ttl: ttl, leaseMs: ms(ttl)}
-	return a.box()
+	return a.box(now)
 }
 
 // queuedArg is "1" if an earlier attempt of this call queued it.

@@ -101,7 +101,7 @@ func leakedKeys(t *testing.T, rdb redis.UniversalClient) []string {
 		var leaked []string
 		iter := rdb.Scan(ctx, 0, "*", 100).Iterator()
 		for iter.Next(ctx) {
-			if !strings.HasSuffix(iter.Val(), ":fence") && !strings.HasSuffix(iter.Val(), ":count") {
+			if !strings.HasPrefix(iter.Val(), dlock.DefaultPrefix+"fence:") && !strings.HasSuffix(iter.Val(), ":count") {
 				leaked = append(leaked, iter.Val())
 			}
 		}

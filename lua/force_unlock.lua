@@ -1,8 +1,8 @@
 -- force_unlock.lua: an operator's forced unlock: delete a lock's keys and wake every waiter.
 --
 -- KEYS     the lock key and its suffixed keys (queue, timeouts, ...), all in
---          the lock's hash slot; never the fence counter, so fencing tokens
---          stay monotonic
+--          the lock's hash slot (never the slot's fence counter, another key,
+--          so fencing tokens stay monotonic)
 -- ARGV[1]  wake-up channel
 --
 -- Returns  an array with, for each KEYS[i], 1 if it existed and was deleted,

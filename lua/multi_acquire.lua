@@ -3,14 +3,14 @@
 -- one hash slot (or on a standalone server).
 --
 -- KEYS[4i-3]  lock key of member i (in canonical order)
--- KEYS[4i-2]  fence counter of member i
+-- KEYS[4i-2]  fence counter of member i (of its hash slot: see fence.lua)
 -- KEYS[4i-1]  queue key of member i (read only by its release)
 -- KEYS[4i]    timeouts key of member i
 -- ARGV[1]     owner (32 hex chars)
 -- ARGV[2]     operation id, unique to one Acquire call
 -- ARGV[3]     lease in milliseconds
 -- ARGV[4]     holder metadata (host|pid|acquired-at-ms|label)
--- ARGV[5]     fence counter TTL in milliseconds
+-- ARGV[5]     the caller's clock in microseconds (decimal digits; see fence.lua)
 --
 -- Returns {1, fence}      every member granted (count 1, a new fence) or
 --                         re-entered by this owner (count + 1); fence is the

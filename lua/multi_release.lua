@@ -1,13 +1,12 @@
 -- multi_release.lua: release one hold of every member of a MultiLock whose
 -- keys share one slot, as reentrant_release.lua releases one Lock.
 --
--- KEYS[4i-3..4i]  lock, fence, queue and timeouts keys of member i
+-- KEYS[4i-3..4i]  lock, fence counter, queue and timeouts keys of member i
 -- ARGV[1]         owner (32 hex chars)
 -- ARGV[2]         operation id, unique to one Unlock call
--- ARGV[3]         fence counter TTL in milliseconds
--- ARGV[4]         '1' if a hand-off must reach a subscriber of the waiter's
+-- ARGV[3]         '1' if a hand-off must reach a subscriber of the waiter's
 --                 Client channel (not on a Cluster: see q_hand)
--- ARGV[4+i]       wake-up channel of member i
+-- ARGV[3+i]       wake-up channel of member i
 --
 -- Returns 1  released: every member's count reached 0; each went to its
 --            first live waiter, or was deleted (its MultiLock waiters woken)
@@ -23,7 +22,7 @@ for i = 1, #KEYS / 4 do
   elseif r == 2 then
     held = true
   else
-    reentrant_hand_on(k, KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i], f.t, f.s, ARGV[4 + i], ARGV[3], ARGV[4], f.w)
+    reentrant_hand_on(k, KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i], f.t, f.s, ARGV[3 + i], ARGV[3], f.w)
   end
 end
 if lost then

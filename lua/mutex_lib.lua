@@ -38,8 +38,8 @@ end
 -- mutex_hand_on gives up the Mutex whose value is v: if it is marked (or
 -- look is true), it goes to the first live waiter whose Client listens (see
 -- q_hand); otherwise, or if there is none, the key is deleted.
-local function mutex_hand_on(lock, fence, queue, timeouts, v, wake, fence_ttl, check, look)
-  if (look or string.sub(v, 33, 33) == '+') and q_hand(queue, timeouts, fence, fence_ttl, mutex_fence(v), wake, check, nil,
+local function mutex_hand_on(lock, fence, queue, timeouts, v, wake, check, look)
+  if (look or string.sub(v, 33, 33) == '+') and q_hand(queue, timeouts, fence, mutex_fence(v), wake, check, nil,
       function(holder, op, meta, ttl, t)
         redis.call('SET', lock, mutex_value(holder, t, meta, true), 'PX', ttl)
       end) then

@@ -2,13 +2,12 @@
 -- the first live waiter (see mutex_lib.lua).
 --
 -- KEYS[1]  lock key
--- KEYS[2]  fence counter
+-- KEYS[2]  fence counter (of the lock's hash slot: see fence.lua)
 -- KEYS[3]  queue key
 -- KEYS[4]  timeouts key
 -- ARGV[1]  token of the holder (32 hex chars; it makes a release idempotent)
 -- ARGV[2]  wake-up channel of the lock (see queue_lib.lua)
--- ARGV[3]  fence counter TTL in milliseconds
--- ARGV[4]  '1' if a hand-off must reach a subscriber of the waiter's Client
+-- ARGV[3]  '1' if a hand-off must reach a subscriber of the waiter's Client
 --          channel (not on a Cluster: see q_hand)
 --
 -- Returns 1  released: handed to the first live waiter (who alone is
@@ -27,5 +26,5 @@ if string.sub(v, 33, 33) ~= '+' then
   return 1
 end
 --@libraries
-mutex_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], v, ARGV[2], ARGV[3], ARGV[4])
+mutex_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], v, ARGV[2], ARGV[3])
 return 1

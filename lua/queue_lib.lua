@@ -55,7 +55,7 @@ end
 -- is the fence of the holder it takes over from (nil: unknown).
 -- Returns true (handed), 'self' (the first live waiter is self_op, taken out
 -- of the queue, nothing published or granted) or false (nobody to hand to).
-local function q_hand(queue, timeouts, fence, fence_ttl, last, wake, check, self_op, grant)
+local function q_hand(queue, timeouts, fence, last, wake, check, self_op, grant)
   local i = 0
   local now_ms, now_us, now_digits
   while true do
@@ -75,7 +75,7 @@ local function q_hand(queue, timeouts, fence, fence_ttl, last, wake, check, self
       return 'self'
     else
       local ttl = math.min(tonumber(lease), deadline - now_ms)
-      local t, digits = fence_at(fence, fence_ttl, now_us, now_digits, last)
+      local t, digits = fence_at(fence, now_us, now_digits, last)
       last = t
       local n = redis.call('PUBLISH', wake .. ':' .. client, op .. '|' .. digits .. '|' .. ttl)
       if n > 0 or check ~= '1' then

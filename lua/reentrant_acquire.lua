@@ -2,14 +2,14 @@
 -- FairLock (see reentrant_lib.lua).
 --
 -- KEYS[1]  lock key
--- KEYS[2]  fence counter
+-- KEYS[2]  fence counter (of the lock's hash slot: see fence.lua)
 -- KEYS[3]  queue key
 -- KEYS[4]  timeouts key
 -- ARGV[1]  owner (32 hex chars; carried by the caller's context)
 -- ARGV[2]  operation id, unique to one Acquire call (16 hex chars)
 -- ARGV[3]  lease in milliseconds
 -- ARGV[4]  holder metadata (host|pid|acquired-at-ms|label)
--- ARGV[5]  fence counter TTL in milliseconds
+-- ARGV[5]  the caller's clock in microseconds (decimal digits; see fence.lua)
 -- ARGV[6]  queue timeout in milliseconds; 0: try once without queueing; < 0:
 --          wait without a place in the queue (a MultiLock's member, a
 --          RedLock's node): a refusal only marks the lock waited for
@@ -68,7 +68,7 @@ end
 local handed = false
 if not f.o then
   if ARGV[11] == '1' then
-    handed = reentrant_hand(KEYS[1], KEYS[2], KEYS[3], KEYS[4], nil, ARGV[10], ARGV[9], ARGV[5], ARGV[12], ARGV[2])
+    handed = reentrant_hand(KEYS[1], KEYS[2], KEYS[3], KEYS[4], nil, ARGV[10], ARGV[9], ARGV[12], ARGV[2])
   end
   if handed ~= true then
     local t, digits = next_fence(KEYS[2], ARGV[5])

@@ -5,18 +5,17 @@
 -- reentrant_lib.lua).
 --
 -- KEYS[1]  lock key
--- KEYS[2]  fence counter
+-- KEYS[2]  fence counter (of the lock's hash slot: see fence.lua)
 -- KEYS[3]  queue key
 -- KEYS[4]  timeouts key
 -- ARGV[1]  owner (32 hex chars)
 -- ARGV[2]  operation id of the Acquire call
 -- ARGV[3]  its queue member (op|owner|lease-ms|client|holder metadata)
 -- ARGV[4]  wake-up channel of the lock (see queue_lib.lua)
--- ARGV[5]  fence counter TTL in milliseconds
--- ARGV[6]  shape mark ('' for a Lock, 'fair')
--- ARGV[7]  '1' for strict arrival order (FairLock): a free lock with waiters
+-- ARGV[5]  shape mark ('' for a Lock, 'fair')
+-- ARGV[6]  '1' for strict arrival order (FairLock): a free lock with waiters
 --          queued (its holder's lease ran out) goes to the first live one
--- ARGV[8]  '1' if a hand-off must reach a subscriber of the waiter's Client
+-- ARGV[7]  '1' if a hand-off must reach a subscriber of the waiter's Client
 --          channel (not on a Cluster: see q_hand)
 --
 -- Returns 1  a grant to this call was given back (the lock went to the next
@@ -31,10 +30,10 @@ if f[1] == ARGV[1] and (f[6] == ARGV[2] or f[4] == ARGV[2]) then
     redis.call('HSET', KEYS[1], 'x', 'left:' .. ARGV[2], 'h', '')
     return 1
   end
-  reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], f[3], f[5], ARGV[4], ARGV[5], ARGV[8], true)
+  reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], f[3], f[5], ARGV[4], ARGV[7], true)
   return 1
 end
-if not f[1] and ARGV[7] == '1' and redis.call('EXISTS', KEYS[1]) == 0 then
-  reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], nil, ARGV[6], ARGV[4], ARGV[5], ARGV[8], true)
+if not f[1] and ARGV[6] == '1' and redis.call('EXISTS', KEYS[1]) == 0 then
+  reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], nil, ARGV[5], ARGV[4], ARGV[7], true)
 end
 return 0

@@ -2,14 +2,13 @@
 -- hand it to the first live waiter (see reentrant_hash.lua and reentrant_lib.lua).
 --
 -- KEYS[1]  lock key
--- KEYS[2]  fence counter
+-- KEYS[2]  fence counter (of the lock's hash slot: see fence.lua)
 -- KEYS[3]  queue key
 -- KEYS[4]  timeouts key
 -- ARGV[1]  owner (32 hex chars)
 -- ARGV[2]  operation id, unique to one Unlock call
 -- ARGV[3]  wake-up channel of the lock (see queue_lib.lua)
--- ARGV[4]  fence counter TTL in milliseconds
--- ARGV[5]  '1' if a hand-off must reach a subscriber of the waiter's Client
+-- ARGV[4]  '1' if a hand-off must reach a subscriber of the waiter's Client
 --          channel (not on a Cluster: see q_hand)
 --
 -- Returns 1  released: the count reached 0; the lock was handed to the first
@@ -32,5 +31,5 @@ if not f.w then
   return 1
 end
 --@libraries
-reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], f.t, f.s, ARGV[3], ARGV[4], ARGV[5], f.w)
+reentrant_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], f.t, f.s, ARGV[3], ARGV[4], f.w)
 return 1

@@ -1,7 +1,7 @@
 -- rw_read_acquire.lua: take or re-enter the read side of an RWLock (see rw_lib.lua).
 --
 -- KEYS[1]  lock key (the writer)
--- KEYS[2]  fence counter
+-- KEYS[2]  fence counter (of the lock's hash slot: see fence.lua)
 -- KEYS[3]  readers key
 -- KEYS[4]  holds key
 -- KEYS[5]  writers key
@@ -9,7 +9,7 @@
 -- ARGV[2]  operation id, unique to one Acquire call
 -- ARGV[3]  lease in milliseconds
 -- ARGV[4]  holder metadata (host|pid|acquired-at-ms|label)
--- ARGV[5]  fence counter TTL in milliseconds
+-- ARGV[5]  the caller's clock in microseconds (decimal digits; see fence.lua)
 --
 -- A reader gets in unless another owner writes, or a writer waits and this
 -- owner reads nothing yet (writer preference). The writer itself may read

@@ -2,7 +2,7 @@
 --
 -- KEYS[1]  count key (see sem_acquire.lua)
 -- ARGV[1]  the new count (>= 1)
--- ARGV[2]  its TTL in milliseconds (the fence counter's)
+-- ARGV[2]  its TTL in milliseconds (as sem_acquire.lua's ARGV[5])
 -- ARGV[3]  wake-up channel of the semaphore
 --
 -- Permits held beyond a lowered count stay until they are released; waiters

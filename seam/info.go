@@ -24,7 +24,8 @@ type Info struct {
 	// the hold outlives its holder's last sign of life.
 	TTL time.Duration
 	// LastFence is the last fencing token granted for this name (0: none
-	// kept).
+	// kept), or a bound above it where the store keeps one counter for many
+	// names (Redis: the counter of the name's hash slot).
 	LastFence int64
 	// Queue lists the waiters the store keeps, next first (an RWLock's
 	// waiting writers by deadline).

@@ -54,12 +54,15 @@ func (l *Lease) ID() string { return l.h.g.id }
 // its holder's token). Pass it to the storage you write and let the storage
 // reject writes with a token lower than one it has seen (package fence).
 //
-// On Redis, tokens are max(last + 1, Redis server time in µs), kept in a
-// counter key that lives for the Client's fence TTL after the last grant;
-// after that key is lost (TTL, FLUSHALL, a failover that lost its last
-// write) tokens still increase unless the server clock went back: they are
-// as durable as Redis replication. A consensus backend (etcdlock, zklock)
-// issues tokens from its replicated log, which never goes back.
+// On Redis, tokens are max(last + 1, a clock in µs: the acquiring client's,
+// or the Redis server's on a hand-off), kept in one counter key per Redis
+// Cluster hash slot, shared by the names of the slot (at most 16384 keys,
+// however many names are locked); after that key is lost (FLUSHALL, a
+// restart without persistence, a failover that lost its last write) tokens
+// still increase unless the clock that grants next is behind the one of the
+// lost grant by more than the time since it: they are as durable as Redis
+// replication. A consensus backend (etcdlock, zklock) issues tokens from
+// its replicated log, which never goes back.
 func (l *Lease) Token() int64 { return l.h.g.token }
 
 // Context returns a context that carries this lease's owner (acquiring a

@@ -42,9 +42,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 
 func (t *Table) writeContended(w io.Writer) {
 	uncontended := t.Workers == 1 || t.Fresh
-	head := []string{"library", "setting", "acq/s", "handoffs/s", "wait p50", "p99", "max", "failures", "Jain", "Redis cmds/acq", "allocs/acq", "overlaps", "vs dlock"}
+	head := []string{"library", "setting", "acq/s", "handoffs/s", "wait p50", "p99", "max", "failures", "Jain", "Redis cmds/acq", "Redis CPU µs/acq", "allocs/acq", "overlaps", "vs dlock"}
 	if uncontended {
-		head = []string{"library", "setting", "pairs/s", "vs floor", "acquire p50", "p99", "max", "failures", "Redis cmds/pair", "allocs/pair", "client CPU µs/pair", "overlaps", "vs dlock"}
+		head = []string{"library", "setting", "pairs/s", "vs floor", "acquire p50", "p99", "max", "failures", "Redis cmds/pair", "Redis CPU µs/pair", "allocs/pair", "client CPU µs/pair", "overlaps", "vs dlock"}
 	}
 	keyBytes := t.ID == "waiters" // the scenario that samples its keys
 	if keyBytes {
@@ -53,17 +53,17 @@ func (t *Table) writeContended(w io.Writer) {
 	var rows [][]string
 	for _, r := range t.Rows {
 		s := r.Median
-		cmds := f1(s.CmdsPerAcq)
+		cmds, server := f1(s.CmdsPerAcq), f1(s.ServerCPUPerAcq)
 		if r.Client == "etcd" || r.Client == zkClient {
-			cmds = "—"
+			cmds, server = "—", "—"
 		}
 		if uncontended {
 			rows = append(rows, []string{r.label(), r.Setting, f0(s.AcqPerSec), ratio(r.VsFloor), dur(s.WaitP50), dur(s.WaitP99), dur(s.WaitMax),
-				strconv.FormatInt(r.Failures, 10), cmds, f1(s.AllocsPerAcq), f1(s.ClientCPUPerAcq), overlaps(r), ratio(r.VsDlock)})
+				strconv.FormatInt(r.Failures, 10), cmds, server, f1(s.AllocsPerAcq), f1(s.ClientCPUPerAcq), overlaps(r), ratio(r.VsDlock)})
 			continue
 		}
 		row := []string{r.label(), r.Setting, f0(s.AcqPerSec), f0(s.HandoffsPerSec), dur(s.WaitP50), dur(s.WaitP99), dur(s.WaitMax),
-			strconv.FormatInt(r.Failures, 10), fmt.Sprintf("%.3f", s.Jain), cmds, f1(s.AllocsPerAcq), overlaps(r), ratio(r.VsDlock)}
+			strconv.FormatInt(r.Failures, 10), fmt.Sprintf("%.3f", s.Jain), cmds, server, f1(s.AllocsPerAcq), overlaps(r), ratio(r.VsDlock)}
 		if keyBytes {
 			row = append(row, f0(s.RedisBytes))
 		}

@@ -101,6 +101,11 @@ const holdsNote = "Every library gets the same lease, renewed every lease/3: dlo
 	"(the bench's own worker handle and witness, ~150 B, included). **Redis B/lock**: MEMORY USAGE summed over every key, per lock. " +
 	"**loss→signal**: after the window every key is deleted (FLUSHALL); the time until the holder reports the loss (polled every 20 ms), p50 and max over the locks."
 
+// sharedNote is printed under the shared-client scenarios.
+const sharedNote = "One client object shared by every worker, the way one service instance uses a lock library: dlock one Client " +
+	"(one go-redis client), redsync one pool, bsm/redislock one client, rueidislock one Locker (one rueidis client, which pipelines " +
+	"the commands of concurrent callers on its connection)."
+
 // freshNote is printed under the fresh-names tables.
 const freshNote = "A lock per order id: every acquisition makes its lock handle (dlock `c.Mutex(name)`, redsync `NewMutex`, " +
 	"bsm/redislock `Obtain` on the name, rueidislock `WithContext` on the name) on a name no acquisition used before, and releases it. " +
@@ -125,6 +130,11 @@ func scenarios(c Config) []Scenario {
 			Note: freshNote, Entries: slices.Concat(libs.Floors(), single)},
 		{ID: "fresh-names-64", Title: fmt.Sprintf("Fresh names: %d workers, %d clients, a new lock handle on a new name for every acquisition", w, w), kind: contended, Workers: w, Clients: w, Nodes: 1, Fresh: true,
 			Note: freshNote, Entries: slices.Concat(libs.Dlock(), []libs.Entry{libs.Redsync()[0], libs.Redislock()[1], libs.Rueidislock()[0]})},
+		{ID: "orders-shared", Title: fmt.Sprintf("Orders, one shared client: %d workers, a new lock handle on a new name for every acquisition", w), kind: contended, Workers: w, Clients: 1, Nodes: 1, Fresh: true,
+			Note: sharedNote + " " + freshNote, Entries: single},
+		{ID: "many-names-shared", Title: fmt.Sprintf("Many names, one shared client: %d workers, %d names", w, c.Names), kind: contended, Workers: w, Clients: 1, Nodes: 1, Names: c.Names,
+			Note:    sharedNote + fmt.Sprintf(" Each worker draws %d of the %d names at random up front and picks one of them at random for every acquisition: little contention.", namesPerWorker, c.Names),
+			Entries: single},
 		{ID: "hot-shared", Title: fmt.Sprintf("Hot key, %d workers, one shared client", w), kind: contended, Workers: w, Clients: 1, Nodes: 1, Entries: hot},
 		{ID: "hot-clients", Title: fmt.Sprintf("Hot key, %d workers, %d clients", w, w), kind: contended, Workers: w, Clients: w, Nodes: 1, Note: perClient, Entries: hot},
 		{ID: "work-shared", Title: fmt.Sprintf("Hot key, %v of work inside, %d workers, one shared client", c.Work, w), kind: contended, Workers: w, Clients: 1, Work: c.Work, Nodes: 1, Entries: hot},

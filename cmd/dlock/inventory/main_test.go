@@ -173,7 +173,7 @@ func lockKeysLeft(t testing.TB, rdb *redis.Client) []string {
 	}
 	var left []string
 	for _, k := range keys {
-		if !strings.HasSuffix(k, ":fence") && !strings.HasSuffix(k, ":count") {
+		if !strings.HasPrefix(k, dlock.DefaultPrefix+"fence:") && !strings.HasSuffix(k, ":count") {
 			left = append(left, k)
 		}
 	}
