@@ -261,7 +261,7 @@ func (c *Client) leaveQueue(ctx context.Context, spec *shapeSpec, call scriptCal
 	leave := func(ctx context.Context) error {
 		lctx, cancel := context.WithTimeout(ctx, unlockTimeout)
 		defer cancel()
-		return call.run(lctx, c.rdb).Err()
+		return c.scripts.run(lctx, call).Err()
 	}
 	if ctx.Err() == nil { // the caller may wait for it
 		err := leave(context.WithoutCancel(ctx))

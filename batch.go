@@ -26,8 +26,8 @@ import (
 // connection fails the calls of that pipeline, which go-redis may resend:
 // every script is idempotent (by holder token or operation id).
 type batcher struct {
-	rdb redis.UniversalClient
-	bg  context.Context // the Client's: ends with Close
+	s  *scripter
+	bg context.Context // the Client's: ends with Close
 	// spawn runs the flusher on a goroutine Close waits for; false if the
 	// Client is closed.
 	spawn func(func()) bool
@@ -66,7 +66,7 @@ func (b *batcher) do(ctx context.Context, sc scriptCall, inline, abandon bool) (
 	if b.flights == 0 && inline {
 		b.flights++
 		b.mu.Unlock()
-		cmd := sc.run(ctx, b.rdb)
+		cmd := b.s.run(ctx, sc)
 		b.next()
 		return cmd, nil, nil
 	}
@@ -114,7 +114,7 @@ func (b *batcher) doInt(ctx context.Context, sc scriptCall) (int64, error) {
 	if b.flights == 0 {
 		b.flights++
 		b.mu.Unlock()
-		n, err := sc.runInt(ctx, b.rdb)
+		n, err := b.s.runInt(ctx, sc)
 		b.next()
 		return n, err
 	}
@@ -161,13 +161,20 @@ func (b *batcher) flush() {
 			p.sent = true
 		}
 		b.mu.Unlock()
+		// Under the Client's context, not a caller's: a caller that gives
+		// up does not end the calls of the others. One call alone goes as
+		// itself, on the client's main pool (go-redis keeps another for
+		// pipelines).
+		if len(batch) == 1 {
+			batch[0].cmd = b.s.run(b.bg, batch[0].sc)
+			close(batch[0].done)
+			continue
+		}
 		calls := make([]scriptCall, len(batch))
 		for i, p := range batch {
 			calls[i] = p.sc
 		}
-		// Under the Client's context, not a caller's: a caller that gives
-		// up does not end the calls of the others.
-		for i, cmd := range pipelined(b.bg, b.rdb.Pipeline, calls, nil) {
+		for i, cmd := range b.s.pipelined(b.bg, b.s.rdb.Pipeline, calls, nil) {
 			batch[i].cmd = cmd
 			close(batch[i].done)
 		}

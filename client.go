@@ -105,9 +105,10 @@ type Client struct {
 	leaseMs, queueMs    int64  // their values
 	metaHead, metaTail  string // holder metadata around the acquired-at ms
 
-	wd    *watchdog
-	sub   *subscriber
-	calls *batcher // the script calls of concurrent callers, pipelined
+	wd      *watchdog
+	sub     *subscriber
+	scripts *scripter // runs script calls: FCALL, or EVALSHA
+	calls   *batcher  // the script calls of concurrent callers, pipelined
 
 	keeper *seam.Keeper[*attempt] // the holds
 
@@ -152,8 +153,9 @@ func New(rdb redis.UniversalClient, cfg ...Config) (*Client, error) {
 	c.bounded, c.hung = callBound(rdb)
 	c.idle = make(chan func())
 	c.bg, c.stopBg = context.WithCancel(context.Background())
-	c.calls = &batcher{rdb: rdb, bg: c.bg, spawn: c.background}
-	c.wd = newWatchdog(c.rdb, c.keeper, c.timeout, c.batch)
+	c.scripts = &scripter{rdb: rdb}
+	c.calls = &batcher{s: c.scripts, bg: c.bg, spawn: c.background}
+	c.wd = newWatchdog(c.scripts, c.keeper, c.timeout, c.batch)
 	c.sub = newSubscriber(c)
 	c.leaseMs, c.queueMs = ms(c.timeout), ms(defaultQueueTimeout)
 	c.argClient, c.argCheck = c.sub.id, c.listenCheck()

@@ -162,7 +162,7 @@ func scriptCalls(t testing.TB, rdb *redis.Client) int64 {
 	}
 	var n int64
 	for _, line := range strings.Split(info, "\n") {
-		for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+		for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls=", "cmdstat_fcall:calls="} {
 			if rest, ok := strings.CutPrefix(line, cmd); ok {
 				v, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
 				n += v

@@ -43,7 +43,7 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) (seam.Removal, er
 	if err != nil {
 		return seam.Removal{Info: info}, redisErr(ctx, "force unlock", "", name, err)
 	}
-	deleted, err := forceUnlockScript.call(keys, k.wake).run(ctx, c.rdb).Int64Slice()
+	deleted, err := c.scripts.run(ctx, forceUnlockScript.call(keys, k.wake)).Int64Slice()
 	if err != nil {
 		return seam.Removal{Info: info}, redisErr(ctx, "force unlock", "", name, err)
 	}

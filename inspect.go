@@ -27,7 +27,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
 	p := c.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(inspectors))
 	for i, in := range inspectors {
-		cmds[i] = in.script.call(in.keys(c, name)).queue(ctx, p, true)
+		cmds[i] = in.script.call(in.keys(c, name)).queueEval(ctx, p)
 	}
 	_, _ = p.Exec(ctx)
 	for _, cmd := range cmds {

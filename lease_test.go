@@ -196,7 +196,7 @@ func TestForeignRelease(t *testing.T) {
 	}
 }
 
-// slowReplies delays the replies of EVALSHA/EVAL calls by delay while on is
+// slowReplies delays the replies of script calls by delay while on is
 // set: a reply that arrives late, as over a slow network.
 type slowReplies struct {
 	on    atomic.Bool
@@ -207,7 +207,7 @@ func (s *slowReplies) DialHook(next redis.DialHook) redis.DialHook { return next
 func (s *slowReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if s.on.Load() && (cmd.Name() == "evalsha" || cmd.Name() == "eval") {
+		if s.on.Load() && (cmd.Name() == "evalsha" || cmd.Name() == "eval" || cmd.Name() == "fcall") {
 			time.Sleep(time.Duration(s.delay.Load()))
 		}
 		return err

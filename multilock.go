@@ -177,7 +177,7 @@ func (s multiShape) tryInOrder(ctx context.Context, a *attempt) (grant, error) {
 		for j, i := range took {
 			calls[j] = memberRelease(c, &ks[i], a.owner, ids.Op())
 		}
-		_, _ = runCalls(rctx, c.rdb, calls)
+		_, _ = c.scripts.runCalls(rctx, calls)
 	}
 	var fence int64
 	for i := range ks {
@@ -248,7 +248,7 @@ func (o multiOps) renewCalls(ttl time.Duration) []scriptCall {
 }
 
 func (o multiOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	ns, err := runCalls(ctx, o.m.c.rdb, o.renewCalls(ttl))
+	ns, err := o.m.c.scripts.runCalls(ctx, o.renewCalls(ttl))
 	if err != nil {
 		return false, err
 	}
@@ -269,7 +269,7 @@ func (o multiOps) release(ctx context.Context) (seam.Released, error) {
 	for i := range o.m.ks {
 		calls[i] = memberRelease(o.m.c, &o.m.ks[i], o.owner, op)
 	}
-	ns, err := runCalls(ctx, o.m.c.rdb, calls)
+	ns, err := o.m.c.scripts.runCalls(ctx, calls)
 	switch {
 	case err != nil:
 		return releaseNotOurs, err

@@ -294,10 +294,16 @@ func (s redShape) try(ctx context.Context, a *attempt) (grant, error) {
 			}
 		}
 	}
+	// The calls are made here: a slow node's call may outlive this try,
+	// and the next try changes the attempt (its clock).
+	calls := make([]scriptCall, n)
+	for i := range calls {
+		calls[i] = s.nodeCall(i, a)
+	}
 	// Healthy nodes are all counted in (their grants belong to the Lease
 	// from the start); a slow one does not hold the attempt up past its grace.
 	replies, finished := s.r.quorum(ctx, budget, 10*time.Millisecond, validity, untilAll, func(ctx context.Context, i int) nodeReply {
-		g, err := readGrant(s.r.clients[i].call(ctx, s.nodeCall(i, a)))
+		g, err := readGrant(s.r.clients[i].call(ctx, calls[i]))
 		if err != nil {
 			return nodeReply{err: err}
 		}

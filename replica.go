@@ -29,7 +29,7 @@ func (q *acquisition) grantReplicated(ctx context.Context) (grant, error) {
 		return grant{}, wrap("acquire", spec.kind, name, fmt.Errorf("%w: %d of %d replicas connected", ErrNotReplicated, online, n))
 	}
 	var wait *redis.IntCmd
-	acq := pipelined(ctx, conn.Pipeline, []scriptCall{sh.acquireCall(a)}, func(p redis.Pipeliner) {
+	acq := c.scripts.pipelined(ctx, conn.Pipeline, []scriptCall{sh.acquireCall(a)}, func(p redis.Pipeliner) {
 		if n > 0 {
 			wait = redis.NewIntCmd(ctx, "wait", n, ms(cfg.ReplicaWait))
 			_ = p.Process(ctx, wait)

@@ -4,27 +4,43 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// luaScript is one Lua script: run by EVALSHA, and by EVAL when the server
-// answers NOSCRIPT (a restarted server, SCRIPT FLUSH, a failover). Its
-// source and hash are boxed once, so a call boxes nothing of them.
+// luaScript is one Lua script: a file of lua/ and the libraries it uses. A
+// Client runs it as a function of the package's function library (FCALL,
+// Redis 7), or by EVALSHA on a server that runs none of our functions, and
+// by EVAL when the server has lost it (NOSCRIPT, function not found: a
+// restarted server, SCRIPT or FUNCTION FLUSH, a failover): see scripter.
+// Its source, hash and place are boxed once, so a call boxes none of them.
 type luaScript struct {
-	src, hash      string
+	file           string // its file in lua/
+	body           string // the file, as the library's function runs it
+	src, hash      string // the script as EVAL runs it, and its SHA1
 	srcArg, shaArg any
+	idx            int // its index in scripts, and so in the library
 }
 
-func newLuaScript(src string) *luaScript {
+// scripts is every script the package made: the function library holds
+// them all. It is written only while the package's variables are
+// initialised.
+var scripts []*luaScript
+
+// newLuaScript makes the script of file whose body the library runs and
+// whose source EVAL runs.
+func newLuaScript(file, body, src string) *luaScript {
 	h := sha1.Sum([]byte(src))
-	s := &luaScript{src: src, hash: hex.EncodeToString(h[:])}
+	s := &luaScript{file: file, body: body, src: src, hash: hex.EncodeToString(h[:]), idx: len(scripts)}
 	s.srcArg, s.shaArg = s.src, s.hash
+	scripts = append(scripts, s)
 	return s
 }
 
-// scriptCall is one invocation of a script: the whole EVALSHA command,
-// "evalsha", hash, number of keys, keys, arguments.
+// scriptCall is one invocation of a script: the whole command, built as
+// EVALSHA ("evalsha", hash, number of keys, keys, arguments); a scripter
+// sends it as FCALL (the function's name in place of the hash) where it can.
 type scriptCall struct {
 	s    *luaScript
 	args []any
@@ -54,7 +70,7 @@ func (s *luaScript) call(keys []string, args ...any) scriptCall {
 	return scriptCall{s, append(a, args...)}
 }
 
-// evalArgs is the call as EVAL (a copy: the EVALSHA form stays as it is).
+// evalArgs is the call as EVAL (a copy: the call's own form stays as it is).
 func (sc scriptCall) evalArgs() []any {
 	a := make([]any, len(sc.args))
 	copy(a, sc.args)
@@ -62,53 +78,79 @@ func (sc scriptCall) evalArgs() []any {
 	return a
 }
 
-// run runs the call by EVALSHA, with EVAL on NOSCRIPT.
-func (sc scriptCall) run(ctx context.Context, rdb redis.UniversalClient) *redis.Cmd {
-	cmd := redis.NewCmd(ctx, sc.args...)
-	_ = rdb.Process(ctx, cmd)
-	if isNoScript(cmd.Err()) {
+// queueEval adds the call to a pipeline by EVAL (Inspect: off the hot path,
+// and whatever the server has cached).
+func (sc scriptCall) queueEval(ctx context.Context, p redis.Pipeliner) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, sc.evalArgs()...)
+	_ = p.Process(ctx, cmd)
+	return cmd
+}
+
+// scripter runs the script calls of one Client on its go-redis client: by
+// FCALL of the package's function library while the server runs it
+// (loading the library where the server has lost it), by EVALSHA once the
+// server refused functions (a Redis before 7.0, or an ACL that denies
+// FCALL or FUNCTION LOAD), and any call the server has lost the script or
+// function of once more by EVAL, so a lost cache costs that call one round
+// trip more and nothing else.
+type scripter struct {
+	rdb      redis.UniversalClient
+	evalOnly atomic.Bool // the server runs none of our functions
+}
+
+// args returns sc's command as the scripter sends it now (FCALL or
+// EVALSHA), written into sc's own arguments.
+func (s *scripter) args(sc scriptCall) []any {
+	if s.evalOnly.Load() {
+		sc.args[0], sc.args[1] = "evalsha", sc.s.shaArg
+	} else {
+		sc.args[0], sc.args[1] = "fcall", functions().names[sc.s.idx]
+	}
+	return sc.args
+}
+
+// run runs sc, and once more by EVAL if the server had lost it.
+func (s *scripter) run(ctx context.Context, sc scriptCall) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, s.args(sc)...)
+	_ = s.rdb.Process(ctx, cmd)
+	if s.lost(ctx, cmd.Err()) {
 		cmd = redis.NewCmd(ctx, sc.evalArgs()...)
-		_ = rdb.Process(ctx, cmd)
+		_ = s.rdb.Process(ctx, cmd)
 	}
 	return cmd
 }
 
 // runInt runs a call whose script returns an integer: the reply is read
 // straight into an int64 (no boxing).
-func (sc scriptCall) runInt(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
-	cmd := redis.NewIntCmd(ctx, sc.args...)
-	_ = rdb.Process(ctx, cmd)
-	if isNoScript(cmd.Err()) {
+func (s *scripter) runInt(ctx context.Context, sc scriptCall) (int64, error) {
+	cmd := redis.NewIntCmd(ctx, s.args(sc)...)
+	_ = s.rdb.Process(ctx, cmd)
+	if s.lost(ctx, cmd.Err()) {
 		cmd = redis.NewIntCmd(ctx, sc.evalArgs()...)
-		_ = rdb.Process(ctx, cmd)
+		_ = s.rdb.Process(ctx, cmd)
 	}
 	return cmd.Result()
 }
 
-// queue adds the call to a pipeline by EVALSHA (or EVAL when eval is true).
-func (sc scriptCall) queue(ctx context.Context, p redis.Pipeliner, eval bool) *redis.Cmd {
-	args := sc.args
-	if eval {
-		args = sc.evalArgs()
-	}
-	cmd := redis.NewCmd(ctx, args...)
-	_ = p.Process(ctx, cmd)
-	return cmd
-}
-
-// pipelined runs calls in one pipeline made by pipe, by EVALSHA; the calls
-// that answered NOSCRIPT (a restarted server, SCRIPT FLUSH, a failover) run
-// once more by EVAL in a second pipeline, so the fallback costs a round trip
-// only when the script cache was lost. after, if not nil, adds commands that
-// must follow the calls in the same pipeline (WAIT); they run again in the
-// second pipeline. This is the one place the NOSCRIPT fallback of pipelines
-// is written; a single call uses scriptCall.run.
-func pipelined(ctx context.Context, pipe func() redis.Pipeliner, calls []scriptCall, after func(redis.Pipeliner)) []*redis.Cmd {
+// pipelined runs calls in one pipeline made by pipe; the calls whose script
+// or function the server had lost run once more by EVAL in a second
+// pipeline, so the fallback costs a round trip only when the cache was
+// lost. after, if not nil, adds commands that must follow the calls in the
+// same pipeline (WAIT); they run again in the second pipeline. This is the
+// one place the fallback of pipelines is written; a single call uses run.
+func (s *scripter) pipelined(ctx context.Context, pipe func() redis.Pipeliner, calls []scriptCall, after func(redis.Pipeliner)) []*redis.Cmd {
 	exec := func(idx []int, eval bool) []*redis.Cmd {
 		p := pipe()
 		cmds := make([]*redis.Cmd, len(idx))
 		for j, i := range idx {
-			cmds[j] = calls[i].queue(ctx, p, eval)
+			args := calls[i].args
+			if eval {
+				args = calls[i].evalArgs()
+			} else {
+				args = s.args(calls[i])
+			}
+			cmds[j] = redis.NewCmd(ctx, args...)
+			_ = p.Process(ctx, cmds[j])
 		}
 		if after != nil {
 			after(p)
@@ -123,11 +165,11 @@ func pipelined(ctx context.Context, pipe func() redis.Pipeliner, calls []scriptC
 	cmds := exec(all, false)
 	var again []int
 	for i, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
+		if lostScript(cmd.Err()) {
 			again = append(again, i)
 		}
 	}
-	if len(again) > 0 {
+	if len(again) > 0 && s.lost(ctx, cmds[again[0]].Err()) {
 		for j, cmd := range exec(again, true) {
 			cmds[again[j]] = cmd
 		}
@@ -137,8 +179,8 @@ func pipelined(ctx context.Context, pipe func() redis.Pipeliner, calls []scriptC
 
 // runCalls runs calls in one pipeline and returns their integer replies, or
 // the first error.
-func runCalls(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall) ([]int64, error) {
-	cmds := pipelined(ctx, rdb.Pipeline, calls, nil)
+func (s *scripter) runCalls(ctx context.Context, calls []scriptCall) ([]int64, error) {
+	cmds := s.pipelined(ctx, s.rdb.Pipeline, calls, nil)
 	ns := make([]int64, len(calls))
 	for i, cmd := range cmds {
 		n, err := cmd.Int64()
@@ -148,11 +190,6 @@ func runCalls(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall
 		ns[i] = n
 	}
 	return ns, nil
-}
-
-// isNoScript reports whether err is Redis's NOSCRIPT reply.
-func isNoScript(err error) bool {
-	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
 // call runs sc, pipelined with the calls that other callers of c make at

@@ -36,11 +36,9 @@ func readLua(name string) string {
 }
 
 // plain is a script used as it is.
-func plain(name string) *luaScript { return newLuaScript(readLua(name)) }
-
-// granting is a script that grants locks: fence.lua (next_fence) is prepended.
-func granting(name string) *luaScript {
-	return newLuaScript(readLua("fence.lua") + "\n" + readLua(name))
+func plain(name string) *luaScript {
+	src := readLua(name)
+	return newLuaScript(name, src, src)
 }
 
 // queued is a script of a lock with a waiter queue: fence.lua, queue_lib.lua
@@ -63,6 +61,7 @@ func queued(name, lib string) *luaScript {
 func withLibs(name string, libs ...string) *luaScript {
 	src := readLua(name)
 	head, tail, split := strings.Cut(src, libMarker)
+	body := head + tail
 	var b strings.Builder
 	for _, l := range libs {
 		if split && !headLibs[l] {
@@ -73,7 +72,7 @@ func withLibs(name string, libs ...string) *luaScript {
 	}
 	if !split {
 		b.WriteString(src)
-		return newLuaScript(b.String())
+		return newLuaScript(name, body, b.String())
 	}
 	b.WriteString(head)
 	for _, l := range libs {
@@ -83,7 +82,7 @@ func withLibs(name string, libs ...string) *luaScript {
 		}
 	}
 	b.WriteString(tail)
-	return newLuaScript(b.String())
+	return newLuaScript(name, body, b.String())
 }
 
 // headLibs are the small libraries a fast path may use: they are defined

@@ -23,7 +23,7 @@ import (
 // taken loses the hold at once; a failed renewal is retried next tick, and
 // the hold's own deadline timer loses it if no renewal succeeds in time.
 type watchdog struct {
-	rdb      redis.UniversalClient
+	scripts  *scripter
 	keeper   *seam.Keeper[*attempt]
 	timeout  time.Duration // the lease of the holds it renews
 	batch    int           // holds per pipeline
@@ -40,9 +40,9 @@ type watchdog struct {
 	roundTrips atomic.Int64
 }
 
-func newWatchdog(rdb redis.UniversalClient, k *seam.Keeper[*attempt], timeout time.Duration, batch int) *watchdog {
+func newWatchdog(s *scripter, k *seam.Keeper[*attempt], timeout time.Duration, batch int) *watchdog {
 	w := &watchdog{
-		rdb: rdb, keeper: k, timeout: timeout, batch: batch, interval: timeout / 3,
+		scripts: s, keeper: k, timeout: timeout, batch: batch, interval: timeout / 3,
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	w.ownCtx, w.ownCancel = context.WithCancel(context.Background())
@@ -122,7 +122,7 @@ func (w *watchdog) renewBatch(hs []*seam.Hold[*attempt], each [][]scriptCall) {
 	}
 	first[len(hs)] = len(calls)
 	sent := time.Now()
-	cmds := pipelined(ctx, w.rdb.Pipeline, calls, nil)
+	cmds := w.scripts.pipelined(ctx, w.scripts.rdb.Pipeline, calls, nil)
 	w.roundTrips.Add(1)
 	for i, h := range hs {
 		w.settle(h, sent, renewResult(cmds[first[i]:first[i+1]]))

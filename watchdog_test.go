@@ -82,7 +82,7 @@ func (p *pipeCounter) DialHook(next redis.DialHook) redis.DialHook          { re
 func (p *pipeCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (p *pipeCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if len(cmds) > 0 && cmds[0].Name() == "evalsha" {
+		if len(cmds) > 0 && (cmds[0].Name() == "evalsha" || cmds[0].Name() == "fcall") {
 			p.mu.Lock()
 			p.sizes = append(p.sizes, len(cmds))
 			p.cmds += len(cmds)

@@ -113,8 +113,10 @@ func TestSeckillCleansUp(t *testing.T) {
 	if orders != 0 || idem != 0 {
 		t.Fatalf("%d orders and %d idem rows left", orders, idem)
 	}
-	if keys := rdb.Keys(ctx, "*").Val(); len(keys) != 0 {
-		t.Fatalf("redis keys left: %v", keys)
+	for _, k := range rdb.Keys(ctx, "*").Val() {
+		if !strings.HasPrefix(k, "dlock:fence:{") { // a hash slot's fence counter stays (it serves every lock of the slot)
+			t.Fatalf("redis keys left: %v", rdb.Keys(ctx, "*").Val())
+		}
 	}
 
 	code, out, stderr = dlock(t, append(args, "--keep")...)

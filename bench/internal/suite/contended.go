@@ -183,7 +183,7 @@ func (b *bench) runContended(ctx context.Context, sc Scenario, e libs.Entry, nam
 // fillCounters sets the counter deltas of a window.
 func (b *bench) fillCounters(run *Measurement, before, after snapshot) {
 	run.CommandMix, run.Commands = measure.CommandDelta(before.cmds, after.cmds)
-	run.ScriptCalls = run.CommandMix["evalsha"] + run.CommandMix["eval"]
+	run.ScriptCalls = run.CommandMix["evalsha"] + run.CommandMix["eval"] + run.CommandMix["fcall"]
 	run.Mallocs = after.proc.Mallocs - before.proc.Mallocs
 	run.ClientCPU = after.clientCPU - before.clientCPU
 	run.ServerCPU = after.serverCPU - before.serverCPU

@@ -34,7 +34,7 @@ type Measurement struct {
 	Goroutines  int              `json:"goroutines_delta"`            // holds: goroutines while holding, over those before opening
 	Held        int              `json:"held,omitempty"`              // holds: locks held through the window
 	Lost        int              `json:"lost,omitempty"`              // holds: locks reported lost during the window
-	ScriptCalls int64            `json:"script_calls,omitempty"`      // EVALSHA + EVAL
+	ScriptCalls int64            `json:"script_calls,omitempty"`      // EVALSHA + EVAL + FCALL
 	RoundTrips  int64            `json:"renew_round_trips,omitempty"` // holds: dlock's renewal pipelines; others: = script calls
 
 	RedisKeyBytes int64   `json:"redis_key_bytes,omitempty"`     // MEMORY USAGE over every key (holds: while holding; contended: at the window's end)

@@ -327,7 +327,9 @@ func sale(ctx context.Context, r *backend.Backend, dsn, name, sku string, o Seck
 }
 
 // removeSale removes what the sale of sku left: its rows in the database,
-// prededuct's keys and the lock's keys (the fence counter too).
+// prededuct's keys and the lock's keys. The fence counter of the lock's
+// hash slot stays: it serves every lock name of that slot (at most 16384
+// such keys in all).
 func removeSale(ctx context.Context, p *replica, sku string) error {
 	if _, err := inventory.RemoveSKU(ctx, p.store, sku, sku+"-req-"); err != nil {
 		return err
