@@ -2,7 +2,7 @@ package dlock_test
 
 import (
 	"context"
-		"strings"
+	"strings"
 	"testing"
 	"time"
 
