@@ -423,3 +423,56 @@ func TestLockTokenAfterMultiLock(t *testing.T) {
 		_ = l.Unlock(ctx)
 	}
 }
+
+// Fresh names leave no key per name: after 20 000 names, each acquired and
+// released once, Redis keeps only the fence counters of the hash slots they
+// fell in (at most 16384 keys, whatever the number of names), without a
+// TTL; and the tokens of one slot, so of every name, went on increasing.
+func TestFenceCountersBounded(t *testing.T) {
+	rdb := server(t)
+	c := newClient(t, rdb)
+	ctx := context.Background()
+	const names = 20000
+	tokens := make([]int64, names)
+	together(16, func(w int) {
+		for i := w; i < names; i += 16 {
+			l, err := c.Mutex("order:"+strconv.Itoa(i)).Acquire(ctx, dlock.Wait(0))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			tokens[i] = l.Token()
+			if err := l.Unlock(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) > 16384 {
+		t.Fatalf("%d keys after %d names: more than one per hash slot", len(keys), names)
+	}
+	for _, k := range keys {
+		if !strings.HasPrefix(k, "dlock:fence:{") {
+			t.Fatalf("key %q left after every lock was released", k)
+		}
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl != -1 {
+			t.Fatalf("fence counter %s has a TTL of %v", k, ttl)
+		}
+	}
+	// The same names again: each token above the name's first.
+	for i := 0; i < names; i += 97 {
+		l, err := c.Mutex("order:"+strconv.Itoa(i)).Acquire(ctx, dlock.Wait(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Token() <= tokens[i] {
+			t.Errorf("order:%d: token %d after %d", i, l.Token(), tokens[i])
+		}
+		_ = l.Unlock(ctx)
+	}
+	t.Logf("%d names left %d keys", names, len(keys))
+}
