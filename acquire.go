@@ -172,7 +172,7 @@ func (q *acquisition) await(ctx context.Context, start time.Time) (g grant, sent
 		if first.IsZero() {
 			first = sent
 		} else {
-			a.args.clock = sent.UnixMicro() // a fence from this attempt's clock
+			a.retry(sent) // a fence from this try's clock
 		}
 		g, err = q.tryGrant(ctx)
 		if err != nil {

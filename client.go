@@ -101,6 +101,7 @@ type Client struct {
 
 	// Script arguments every lock of this Client passes, boxed once.
 	argClient, argCheck any
+	argQueueSpec        any // a Mutex's queue argument at the default timeout
 	argLease, argQueue  any    // the default lease and queue timeout in ms
 	leaseMs, queueMs    int64  // their values
 	metaHead, metaTail  string // holder metadata around the acquired-at ms
@@ -160,6 +161,7 @@ func New(rdb redis.UniversalClient, cfg ...Config) (*Client, error) {
 	c.leaseMs, c.queueMs = ms(c.timeout), ms(defaultQueueTimeout)
 	c.argClient, c.argCheck = c.sub.id, c.listenCheck()
 	c.argLease, c.argQueue = c.leaseMs, c.queueMs
+	c.argQueueSpec = strconv.FormatInt(c.queueMs, 10) + "|" + c.sub.id
 	c.metaHead, c.metaTail = c.meta+"|", "|"+c.label
 	return c, nil
 }

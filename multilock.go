@@ -98,6 +98,7 @@ func (m *MultiLock) build() {
 		m.ks = make([]queueKeys, len(m.names))
 		for i, n := range m.names {
 			m.ks[i] = m.c.queueKeys(n)
+			m.ks[i].box()
 		}
 		m.keys = keysOf(m.ks)
 		m.single = m.computeOneSlot()
@@ -160,7 +161,7 @@ func (s multiShape) validate() error {
 // acquireCall is the one-script attempt.
 func (s multiShape) acquireCall(a *attempt) scriptCall {
 	s.m.build()
-	return multiAcquire.call(s.m.keys, a.owner, a.op, ms(a.ttl), a.meta, a.args.clock)
+	return multiAcquire.call(s.m.keys, a.owner, a.op, ms(a.ttl), a.meta, a.clockArg())
 }
 
 // tryInOrder takes the members one by one in canonical order; when one is
@@ -213,7 +214,7 @@ func (s multiShape) ops(a *attempt) holdOps {
 // member's own waiters queue; this attempt only marks it waited for).
 func memberAcquire(c *Client, k *queueKeys, a *attempt) scriptCall {
 	return reentrantAcquire.call([]string{k.lock, k.fence, k.queue, k.timeouts},
-		a.owner, a.op, ms(a.ttl), a.meta, a.args.clock, -1, c.argClient, "0", k.wake, "", "0", c.argCheck)
+		a.owner, a.op, ms(a.ttl), a.meta, a.clockArg(), -1, c.argClient, "0", k.wake, "", "0", c.argCheck)
 }
 
 // memberRelease releases one hold of owner on one member, as a Lock's.

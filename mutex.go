@@ -35,6 +35,7 @@ type Mutex struct {
 // lock per order id) or keep one, as suits the caller.
 func (c *Client) Mutex(name string) *Mutex {
 	m := &Mutex{c: c, k: c.queueKeys(name)}
+	m.k.box()
 	m.sp = shapeSpec{kind: "mutex", name: name, keys: m.k.waiting(), wake: wakeHandOff, intReply: true, replicaAck: true, queue: &m.k, leave: mutexLeaveCall}
 	return m
 }
@@ -50,7 +51,7 @@ func (m *Mutex) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
 // mutexLeaveCall is the call by which a's Acquire leaves the queue.
 func mutexLeaveCall(a *attempt) scriptCall {
 	c, k := a.c, a.k
-	return scriptCall{mutexLeave, append(k.begin(mutexLeave, 4), a.args.token, c.queueMember(a), k.args[4], c.argCheck)}
+	return scriptCall{mutexLeave, append(k.begin(mutexLeave, 3), a.args.token, c.queueMember(a), c.argCheck)}
 }
 
 type mutexShape struct{ m *Mutex }
@@ -58,7 +59,7 @@ type mutexShape struct{ m *Mutex }
 func (s mutexShape) spec() *shapeSpec { return &s.m.sp }
 
 func (s mutexShape) acquireCall(a *attempt) scriptCall {
-	return scriptCall{mutexAcquire, s.m.k.acquireArgs(mutexAcquire, a, 0)}
+	return scriptCall{mutexAcquire, append(s.m.k.begin(mutexAcquire, 3), a.mutexValue(), a.args.lease, a.queueSpec())}
 }
 
 // holdID is "": a Mutex grant never joins another (its token is its own).
@@ -81,7 +82,7 @@ func (o *mutexOps) extend(ctx context.Context, ttl time.Duration) (bool, error) 
 // release needs no operation id: the token makes it idempotent.
 func (o *mutexOps) release(ctx context.Context) (seam.Released, error) {
 	c := o.c
-	n, err := c.callInt(ctx, scriptCall{mutexRelease, append(o.k.begin(mutexRelease, 3), o.args.token, o.k.args[4], c.argCheck)})
+	n, err := c.callInt(ctx, scriptCall{mutexRelease, append(o.k.begin(mutexRelease, 2), o.args.token, c.argCheck)})
 	return seam.Released(n), err
 }
 

@@ -31,8 +31,9 @@ import (
 // queueKeys are the keys of a lock that queues its waiters: the lock's keys,
 // its queue and the waiters' deadlines, and own, the wake channel of this
 // Client's waiters (lockKeys.wake .. ":" .. Client id). They are slices of
-// one string, built once per lock object, and boxed once as script
-// arguments (args: lock, fence, queue, timeouts, wake).
+// one string, built once per lock object; box makes them script arguments
+// (args: lock, fence, queue, timeouts, wake) once the keys are where they
+// stay.
 type queueKeys struct {
 	lockKeys
 	queue, timeouts, own string
@@ -62,8 +63,14 @@ func (c *Client) queueKeys(name string) queueKeys {
 	q.queue, s = s[:n+6], s[n+6:]
 	q.timeouts, s = s[:n+9], s[n+9:]
 	q.wake, q.own = s[:n+5], s[:own-2*n-15]
-	q.args = [5]any{q.lock, q.fence, q.queue, q.timeouts, q.wake}
 	return q
+}
+
+// box makes k's keys script arguments: pointers to them (go-redis writes
+// the string they point to), so boxing allocates nothing; k must stay
+// where it is (a field of the lock object) as long as its calls do.
+func (k *queueKeys) box() {
+	k.args = [5]any{&k.lock, &k.fence, &k.queue, &k.timeouts, &k.wake}
 }
 
 // waiting is the lockKeys a queued shape reports: its waiters listen on own.
@@ -84,7 +91,7 @@ func (k *queueKeys) begin(s *luaScript, n int) []any {
 // queued; extra arguments follow them.
 func (k *queueKeys) acquireArgs(s *luaScript, a *attempt, extra int) []any {
 	c := a.c
-	return append(k.begin(s, 8+extra), a.args.token, a.args.op, a.args.lease, a.args.meta, a.args.clock, a.args.queue, c.argClient, a.queuedArg())
+	return append(k.begin(s, 8+extra), a.args.token, a.args.op, a.args.lease, a.args.meta, a.clockArg(), a.args.queue, c.argClient, a.queuedArg())
 }
 
 // queueMember is the attempt's member of a queue (see lua/queue_lib.lua).

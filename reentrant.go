@@ -27,6 +27,7 @@ type reentrantShape struct {
 // reentrant returns the shape of a Lock (strict false) or a FairLock.
 func (c *Client) reentrant(name string, strict bool) *reentrantShape {
 	s := &reentrantShape{c: c, strict: strict, k: c.queueKeys(name)}
+	s.k.box()
 	s.sp = shapeSpec{kind: "lock", name: name, keys: s.k.waiting(), wake: wakeHandOff, intReply: true, replicaAck: true, owned: true, queue: &s.k, leave: lockLeaveCall}
 	if strict {
 		s.sp.kind, s.sp.leave = "fair", fairLeaveCall

@@ -118,7 +118,7 @@ func (s readShape) spec() *shapeSpec { return &s.rw.sides().read }
 func (s readShape) acquireCall(a *attempt) scriptCall {
 	k := &s.rw.sides().k
 	return rwReadAcquire.call([]string{k.lock, k.fence, k.readers, k.holds, k.writers},
-		a.owner, a.op, ms(a.ttl), a.meta, a.args.clock)
+		a.owner, a.op, ms(a.ttl), a.meta, a.clockArg())
 }
 
 func (s readShape) holdID(a *attempt) string { return s.rw.sides().k.readers + "|" + a.owner }
@@ -160,7 +160,7 @@ func (s writeShape) spec() *shapeSpec { return &s.rw.sides().write }
 func (s writeShape) acquireCall(a *attempt) scriptCall {
 	k := &s.rw.sides().k
 	return rwWriteAcquire.call([]string{k.lock, k.fence, k.readers, k.holds, k.writers},
-		a.owner, a.op, ms(a.ttl), a.meta, a.args.clock, ms(a.queue), a.c.argClient)
+		a.owner, a.op, ms(a.ttl), a.meta, a.clockArg(), ms(a.queue), a.c.argClient)
 }
 
 func (rw *RWLock) writeLeaveCall(a *attempt) scriptCall {

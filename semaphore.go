@@ -193,7 +193,7 @@ func (sh semShape) permitIDs(a *attempt) {
 
 func (sh semShape) acquireCall(a *attempt) scriptCall {
 	k := sh.s.keys()
-	args := []any{sh.s.count(), ms(a.ttl), a.meta, a.args.clock, argPermitsTTL}
+	args := []any{sh.s.count(), ms(a.ttl), a.meta, a.clockArg(), argPermitsTTL}
 	if len(a.tokens) == 0 {
 		args = append(args, a.token)
 	}

@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/dlockgo/dlock/internal/ids"
@@ -99,6 +100,8 @@ type attempt struct {
 	ttl    time.Duration
 	queue  time.Duration // a queued shape's place timeout; 0: try without queueing (Wait(0))
 	queued bool          // an earlier attempt of this call queued it
+	clock  int64         // this try's time in µs (a free lock's fence: see lua/fence.lua)
+	value  string        // a Mutex's value for this try ("": not made yet)
 
 	leaseMs, queueMs int64       // ttl and queue in ms
 	args             attemptArgs // the script arguments above, boxed once
@@ -106,13 +109,13 @@ type attempt struct {
 }
 
 // attemptArgs are an attempt's script arguments, boxed once per Acquire
-// call (a call's retries and its grant's releases reuse them).
+// call (a call's retries and its grant's releases reuse them); clock once
+// per try, when a script asks for it (clockArg).
 type attemptArgs struct{ token, op, meta, lease, queue, clock any }
 
-// box boxes a's arguments, its clock now; the queue timeout may be set
-// later (setQueue).
-func (a *attempt) box(now time.Time) *attempt {
-	a.args = attemptArgs{token: a.token, op: a.op, meta: a.meta, lease: a.c.argLease, queue: 0, clock: now.UnixMicro()}
+// box boxes a's arguments; the queue timeout may be set later (setQueue).
+func (a *attempt) box() *attempt {
+	a.args = attemptArgs{token: a.token, op: a.op, meta: a.meta, lease: a.c.argLease, queue: 0}
 	if a.leaseMs != a.c.leaseMs {
 		a.args.lease = a.leaseMs
 	}
@@ -150,16 +153,18 @@ func (spec *shapeSpec) newAttempt(c *Client, owner string, ttl time.Duration, no
 }
 
 // newAttempt is an attempt whose token is new (32 hex characters) and
-// whose operation id is its first 16: one allocation for both and the
-// holder metadata.
+// whose operation id is its first 16: one allocation for both, the holder
+// metadata and the Mutex value of its first try (token|clock|metadata).
 func newAttempt(c *Client, owner string, ttl time.Duration, now time.Time) *attempt {
-	a := &attempt{c: c, owner: owner, ttl: ttl, leaseMs: ms(ttl)}
-	var buf [128]byte
+	a := &attempt{c: c, owner: owner, ttl: ttl, leaseMs: ms(ttl), clock: now.UnixMicro()}
+	var buf [160]byte
 	b := ids.AppendToken(buf[:0])
-	b = c.appendMeta(b, now)
+	b = strconv.AppendInt(append(b, '|'), a.clock, 10)
+	m := len(b)
+	b = c.appendMeta(append(b, '|'), now)
 	s := string(b)
-	a.token, a.op, a.meta = s[:32], s[:16], s[32:]
-	return a.box(now)
+	a.token, a.op, a.meta, a.value = s[:32], s[:16], s[m+1:], s
+	return a.box()
 }
 
 // ownedAttempt is an attempt held under owner (a reentrant shape's holder
@@ -170,8 +175,46 @@ func ownedAttempt(c *Client, owner string, ttl time.Duration, now time.Time) *at
 		a.owner = a.token
 		return a
 	}
-	a := &attempt{c: c, owner: owner, token: owner, op: ids.Op(), meta: c.holderMeta(now), ttl: ttl, leaseMs: ms(ttl)}
-	return a.box(now)
+	a := &attempt{c: c, owner: owner, token: owner, op: ids.Op(), meta: c.holderMeta(now), ttl: ttl, leaseMs: ms(ttl), clock: now.UnixMicro()}
+	return a.box()
+}
+
+// retry makes a's next try at now: its clock, and the value made from it.
+func (a *attempt) retry(now time.Time) {
+	a.clock, a.args.clock, a.value = now.UnixMicro(), nil, ""
+}
+
+// clockArg is this try's clock as a script argument.
+func (a *attempt) clockArg() any {
+	if a.args.clock == nil {
+		a.args.clock = a.clock
+	}
+	return a.args.clock
+}
+
+// mutexValue is the value a Mutex grant to this try writes (mutex_lib.lua):
+// token, '+' if an earlier try queued the call, '|', clock, '|', metadata.
+func (a *attempt) mutexValue() string {
+	if a.value == "" {
+		mark := ""
+		if a.queued {
+			mark = "+"
+		}
+		a.value = a.token + mark + "|" + strconv.FormatInt(a.clock, 10) + "|" + a.meta
+	}
+	return a.value
+}
+
+// queueSpec is a Mutex try's queue argument (mutex_acquire.lua): "0", or
+// the queue timeout in ms, '|', the Client's id.
+func (a *attempt) queueSpec() any {
+	switch {
+	case a.queue == 0:
+		return "0"
+	case a.queueMs == a.c.queueMs:
+		return a.c.argQueueSpec
+	}
+	return strconv.FormatInt(a.queueMs, 10) + "|" + a.c.sub.id
 }
 
 // queuedArg is "1" if an earlier attempt of this call queued it.

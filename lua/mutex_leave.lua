@@ -9,9 +9,10 @@
 -- KEYS[4]  timeouts key
 -- ARGV[1]  token of the Acquire call (32 hex chars)
 -- ARGV[2]  its queue member (op|token|lease-ms|client|holder metadata)
--- ARGV[3]  wake-up channel of the lock (see queue_lib.lua)
--- ARGV[4]  '1' if a hand-off must reach a subscriber of the waiter's Client
+-- ARGV[3]  '1' if a hand-off must reach a subscriber of the waiter's Client
 --          channel (not on a Cluster: see q_hand)
+--
+-- The lock's wake-up channel (see queue_lib.lua) is KEYS[1] .. ':wake'.
 --
 -- Returns 1  a grant to this call was given back (handed to the next live
 --            waiter, or deleted)
@@ -20,7 +21,7 @@
 q_leave(KEYS[3], KEYS[4], ARGV[2])
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 32) == ARGV[1] then
-  mutex_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], v, ARGV[3], ARGV[4], true)
+  mutex_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], v, KEYS[1] .. ':wake', ARGV[3], true)
   return 1
 end
 return 0

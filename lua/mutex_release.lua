@@ -6,9 +6,10 @@
 -- KEYS[3]  queue key
 -- KEYS[4]  timeouts key
 -- ARGV[1]  token of the holder (32 hex chars; it makes a release idempotent)
--- ARGV[2]  wake-up channel of the lock (see queue_lib.lua)
--- ARGV[3]  '1' if a hand-off must reach a subscriber of the waiter's Client
+-- ARGV[2]  '1' if a hand-off must reach a subscriber of the waiter's Client
 --          channel (not on a Cluster: see q_hand)
+--
+-- The lock's wake-up channel (see queue_lib.lua) is KEYS[1] .. ':wake'.
 --
 -- Returns 1  released: handed to the first live waiter (who alone is
 --            notified), or deleted if nobody waits (or listens)
@@ -26,5 +27,5 @@ if string.sub(v, 33, 33) ~= '+' then
   return 1
 end
 --@libraries
-mutex_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], v, ARGV[2], ARGV[3])
+mutex_hand_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], v, KEYS[1] .. ':wake', ARGV[2])
 return 1
