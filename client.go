@@ -101,7 +101,7 @@ type Client struct {
 
 	// Script arguments every lock of this Client passes, boxed once.
 	argClient, argCheck any
-	argQueueSpec        any // a Mutex's queue argument at the default timeout
+	argQueueSpec        any    // a Mutex's queue argument at the default timeout
 	argLease, argQueue  any    // the default lease and queue timeout in ms
 	leaseMs, queueMs    int64  // their values
 	metaHead, metaTail  string // holder metadata around the acquired-at ms
