@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/dlockgo/dlock/internal/clock"
 	"github.com/dlockgo/dlock/observe"
 )
 
@@ -33,7 +34,7 @@ type hold struct {
 	lastSent time.Time   // of the latest extension or renewal that moved the deadline
 	cap      time.Time   // the latest the deadline may be (MaxHold); zero: none
 	idx      int         // in k.due; -1 once it left (ended)
-	topUp    *time.Timer // set while a short first grant awaits its extension
+	topUp    clock.Timer // set while a short first grant awaits its extension
 	leases   []*Lease    // the Leases sharing the hold (backed by one while there is one)
 	one      [1]*Lease
 	lost     error // non-nil once lost; wraps ErrLockLost
@@ -90,7 +91,8 @@ func (h *hold) topUpAt(end time.Time) {
 // armTopUp starts the top-up timer at two thirds of what is left of the
 // hold's deadline; k.mu is held.
 func (h *hold) armTopUp(short, end time.Time) {
-	h.topUp = time.AfterFunc(time.Until(h.deadline)*2/3, func() { h.topUpTo(short, end) })
+	c := h.k.clock
+	h.topUp = clock.AfterFunc(c, clock.Until(c, h.deadline)*2/3, func() { h.topUpTo(short, end) })
 }
 
 // topUpTo extends the hold to end unless an Extend or a renewal already
@@ -103,7 +105,7 @@ func (h *hold) topUpTo(short, end time.Time) {
 	if done {
 		return
 	}
-	d := time.Until(end)
+	d := clock.Until(k.clock, end)
 	if h.g.renewed {
 		d = h.g.ttl
 	}
@@ -112,13 +114,13 @@ func (h *hold) topUpTo(short, end time.Time) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), unlockTimeout)
 	defer cancel()
-	sent := time.Now()
+	sent := clock.Now(k.clock)
 	ok, err := h.g.ops.Extend(ctx, d)
 	switch {
 	case err != nil:
 		k.debug("dlock: extending a hand-off failed", h, err)
 		k.mu.Lock()
-		if !h.ended && time.Until(h.deadline) > 10*time.Millisecond {
+		if !h.ended && clock.Until(k.clock, h.deadline) > 10*time.Millisecond {
 			h.armTopUp(short, end) // try again
 		}
 		k.mu.Unlock()
@@ -148,12 +150,12 @@ func (h *hold) extendedLocked(sent time.Time, ttl time.Duration, renewal bool) {
 	if renewal {
 		h.renewals++
 		// Reported under the lock: no renewal is reported after the hold ended.
-		k.observer.ObserveRenewal(observe.RenewalEvent{Shape: h.g.shape, Name: h.g.name, Token: h.g.token, OK: true, Held: time.Since(h.since), Renewals: h.renewals})
+		k.observer.ObserveRenewal(observe.RenewalEvent{Shape: h.g.shape, Name: h.g.name, Token: h.g.token, OK: true, Held: clock.Since(k.clock, h.since), Renewals: h.renewals})
 	}
 }
 
 func (h *hold) renewFailed(err error) {
-	h.k.observer.ObserveRenewal(observe.RenewalEvent{Shape: h.g.shape, Name: h.g.name, Token: h.g.token, Held: time.Since(h.since), Renewals: h.renewalCount(), Err: err})
+	h.k.observer.ObserveRenewal(observe.RenewalEvent{Shape: h.g.shape, Name: h.g.name, Token: h.g.token, Held: clock.Since(h.k.clock, h.since), Renewals: h.renewalCount(), Err: err})
 	h.k.debug("dlock: renewal failed", h, err)
 }
 
@@ -190,7 +192,7 @@ func (h *hold) fixedLease() time.Duration {
 func (h *hold) pastDeadline() {
 	k := h.k
 	k.mu.Lock()
-	if h.ended || time.Now().Before(h.deadline) {
+	if h.ended || clock.Now(k.clock).Before(h.deadline) {
 		k.mu.Unlock()
 		return
 	}
@@ -206,10 +208,11 @@ func (h *hold) pastDeadline() {
 // report tells the observer and the log that the hold was lost, ending
 // leases Leases.
 func (h *hold) report(reason observe.LostReason, leases, renewals int) {
-	h.k.observer.ObserveLost(observe.LostEvent{Shape: h.g.shape, Name: h.g.name, Token: h.g.token, Reason: reason, Held: time.Since(h.since), Granted: h.since,
+	held := clock.Since(h.k.clock, h.since)
+	h.k.observer.ObserveLost(observe.LostEvent{Shape: h.g.shape, Name: h.g.name, Token: h.g.token, Reason: reason, Held: held, Granted: h.since,
 		Lease: h.fixedLease(), Renewals: renewals, Leases: leases})
 	if h.k.logger != nil {
-		h.k.logger.Warn("dlock: lock lost", "shape", h.g.shape, "name", h.g.name, "reason", string(reason), "held", time.Since(h.since))
+		h.k.logger.Warn("dlock: lock lost", "shape", h.g.shape, "name", h.g.name, "reason", string(reason), "held", held)
 	}
 }
 

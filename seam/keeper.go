@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlockgo/dlock/internal/clock"
 	"github.com/dlockgo/dlock/observe"
 )
 
@@ -30,10 +31,19 @@ type Keeper[O GrantOps] struct{ k keeper }
 // NewKeeper returns a Keeper that reports to o (nil: nowhere) and logs
 // losses (Warn) and failed renewals (Debug) to logger (nil: never logs).
 func NewKeeper[O GrantOps](o observe.Observer, logger *slog.Logger) *Keeper[O] {
+	return NewKeeperOn[O](nil, o, logger)
+}
+
+// NewKeeperOn is NewKeeper on the clock c (nil: the real one): the
+// deadlines, timers and durations of the Keeper's holds and events are
+// read on c (Enter's until stays on the real clock). It is the dlock
+// module's own: package dlockfake gives its Keepers the clock a test
+// moves, and c's type is internal to the module.
+func NewKeeperOn[O GrantOps](c clock.Clock, o observe.Observer, logger *slog.Logger) *Keeper[O] {
 	if o == nil {
 		o = observe.Nop{}
 	}
-	return &Keeper[O]{keeper{observer: o, logger: logger, keyed: make(map[string]*hold), gates: make(map[string]*gate)}}
+	return &Keeper[O]{keeper{clock: c, observer: o, logger: logger, keyed: make(map[string]*hold), gates: make(map[string]*gate)}}
 }
 
 // Lease turns g into a Lease. If g.Key names a live hold, the Lease joins it
@@ -177,7 +187,7 @@ func (k *Keeper[O]) Closed() bool {
 // give the Lease ctx, not this one) and the Call, whose Done must be called
 // exactly once with the call's outcome.
 func (k *Keeper[O]) StartAcquire(ctx context.Context, shape, name string) (context.Context, Call) {
-	c := Call{obs: k.k.observer, shape: shape, name: name, start: time.Now()}
+	c := Call{obs: k.k.observer, clock: k.k.clock, shape: shape, name: name, start: clock.Now(k.k.clock)}
 	if t, ok := k.k.observer.(observe.Tracer); ok && ctx != nil {
 		ctx, c.end = t.StartAcquire(ctx, shape, name)
 	}
@@ -187,6 +197,7 @@ func (k *Keeper[O]) StartAcquire(ctx context.Context, shape, name string) (conte
 // Call is one Acquire call in progress (Keeper.StartAcquire).
 type Call struct {
 	obs         observe.Observer
+	clock       clock.Clock
 	shape, name string
 	start       time.Time
 	end         func(observe.AcquireEvent) // a Tracer's
@@ -195,7 +206,7 @@ type Call struct {
 // Done reports the call's end as its AcquireEvent: l is the Lease it
 // returned (the first of several; nil when err is not nil), err its error.
 func (c Call) Done(l *Lease, err error) {
-	ev := acquireEvent(c.shape, c.name, c.start, err)
+	ev := acquireEvent(c.shape, c.name, clock.Since(c.clock, c.start), err)
 	if err == nil && l != nil {
 		ev.Token = l.Token()
 	}
@@ -206,8 +217,8 @@ func (c Call) Done(l *Lease, err error) {
 	c.obs.ObserveAcquire(ev)
 }
 
-func acquireEvent(shape, name string, start time.Time, err error) observe.AcquireEvent {
-	ev := observe.AcquireEvent{Shape: shape, Name: name, Result: observe.Acquired, Wait: time.Since(start)}
+func acquireEvent(shape, name string, wait time.Duration, err error) observe.AcquireEvent {
+	ev := observe.AcquireEvent{Shape: shape, Name: name, Result: observe.Acquired, Wait: wait}
 	switch {
 	case err == nil:
 	case isNotAcquired(err):
@@ -220,6 +231,7 @@ func acquireEvent(shape, name string, start time.Time, err error) observe.Acquir
 
 // keeper is a Keeper's state, whatever the backend's GrantOps.
 type keeper struct {
+	clock    clock.Clock // nil: the real clock
 	observer observe.Observer
 	logger   *slog.Logger
 
@@ -227,7 +239,7 @@ type keeper struct {
 	due    dueHeap          // live holds by deadline
 	keyed  map[string]*hold // live holds with a Grant.Key (reentrant joins)
 	gates  map[string]*gate // reentrant acquisitions in progress (Enter)
-	timer  *time.Timer      // fires at due[0]'s deadline; nil until the first hold
+	timer  clock.Timer      // fires at due[0]'s deadline; nil until the first hold
 	armed  time.Time        // when timer fires (zero: stopped)
 	closed bool
 	closeC chan struct{} // closed by close (Enter's waits end)
@@ -250,7 +262,7 @@ func (k *keeper) lease(ctx context.Context, g grant) (*Lease, error) {
 		l.init(h, ctx, g.owner, g.onLost)
 		h.attach(l)
 		if g.maxHold > 0 { // a re-entry's cap caps the hold it joins
-			if c := time.Now().Add(g.maxHold); h.cap.IsZero() || c.Before(h.cap) {
+			if c := clock.Now(k.clock).Add(g.maxHold); h.cap.IsZero() || c.Before(h.cap) {
 				h.cap = c
 			}
 		}
@@ -265,7 +277,7 @@ func (k *keeper) lease(ctx context.Context, g grant) (*Lease, error) {
 	if g.lease > g.ttl {
 		full = g.lease
 	}
-	h := &hold{k: k, g: g, since: time.Now(), deadline: deadline}
+	h := &hold{k: k, g: g, since: clock.Now(k.clock), deadline: deadline}
 	if g.maxHold > 0 { // from the grant as the caller gets it (Sent may be long before: a hand-off, a session's keepalive)
 		h.cap = h.since.Add(g.maxHold)
 		h.deadline = minTime(h.deadline, h.cap)
@@ -276,7 +288,7 @@ func (k *keeper) lease(ctx context.Context, g grant) (*Lease, error) {
 	h.leases = append(h.one[:0], l)
 	k.register(h)
 	if full > g.ttl {
-		h.topUpAt(time.Now().Add(full))
+		h.topUpAt(clock.Now(k.clock).Add(full))
 	}
 	k.mu.Unlock()
 	h.pastDeadline() // a late grant is lost now, before its caller sees it
@@ -434,10 +446,10 @@ func (k *keeper) rearm() {
 	}
 	k.armed = next
 	if k.timer == nil {
-		k.timer = time.AfterFunc(time.Until(next), k.expire)
+		k.timer = clock.AfterFunc(k.clock, clock.Until(k.clock, next), k.expire)
 		return
 	}
-	k.timer.Reset(time.Until(next))
+	k.timer.Reset(clock.Until(k.clock, next))
 }
 
 // expire loses every hold whose deadline has passed, and arms the timer for
@@ -449,7 +461,7 @@ func (k *keeper) expire() {
 		leases, renewals int
 	}
 	var ended []lost
-	now := time.Now()
+	now := clock.Now(k.clock)
 	k.mu.Lock()
 	k.armed = time.Time{}
 	for len(k.due) > 0 && !now.Before(k.due[0].deadline) {

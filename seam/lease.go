@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlockgo/dlock/internal/clock"
 	"github.com/dlockgo/dlock/internal/ids"
 	"github.com/dlockgo/dlock/observe"
 )
@@ -219,7 +220,7 @@ func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 	if err := l.state("extend"); err != nil {
 		return err
 	}
-	sent := time.Now()
+	sent := clock.Now(l.h.k.clock)
 	ok, err := l.h.g.ops.Extend(ctx, d)
 	if err != nil {
 		return StoreErr(ctx, "extend", l.h.g.shape, l.h.g.name, err)
@@ -308,7 +309,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	l.endContext()
 
 	foundLost := lost != nil || (err == nil && res == ReleasedNotOurs)
-	h.k.observer.ObserveRelease(observe.ReleaseEvent{Shape: h.g.shape, Name: h.g.name, Token: h.g.token, Held: time.Since(h.since), Granted: h.since, Lease: h.fixedLease(),
+	h.k.observer.ObserveRelease(observe.ReleaseEvent{Shape: h.g.shape, Name: h.g.name, Token: h.g.token, Held: clock.Since(h.k.clock, h.since), Granted: h.since, Lease: h.fixedLease(),
 		Renewals: renewals, FoundLost: foundLost, LostBefore: lost != nil, Last: last})
 	switch {
 	case lost != nil:
