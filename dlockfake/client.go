@@ -23,7 +23,7 @@ const DefaultTTL = 30 * time.Second
 // to each field.
 type Config struct {
 	// TTL is how long the Service keeps a renewed grant (a lease without
-	// LeaseTime) past its last renewal (default DefaultTTL, at least 3
+	// LeaseTime) past its last renewal (default DefaultTTL, at least 10
 	// ms): the Client renews it every TTL/3, and its holder loses it at
 	// TTL less seam.Drift after the last renewal that succeeded.
 	TTL time.Duration
@@ -69,8 +69,8 @@ func (s *Service) NewClient(cfg ...Config) (*Client, error) {
 	}
 	c := append(cfg, Config{})[0]
 	switch {
-	case c.TTL != 0 && c.TTL < 3*time.Millisecond:
-		return nil, fmt.Errorf("dlockfake: new client: %w: TTL %v (want at least 3ms)", dlock.ErrInvalidDuration, c.TTL)
+	case c.TTL != 0 && c.TTL < 10*time.Millisecond: // shorter, Drift would end it before its first renewal
+		return nil, fmt.Errorf("dlockfake: new client: %w: TTL %v (want at least 10ms)", dlock.ErrInvalidDuration, c.TTL)
 	case len(c.Label) > 256:
 		return nil, fmt.Errorf("dlockfake: new client: %w: label longer than 256 bytes", dlock.ErrInvalidArgument)
 	}

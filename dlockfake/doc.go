@@ -1,7 +1,7 @@
 // Package dlockfake is a lock service in memory for the tests of code that
 // uses dlock: the same dlock.Locker and *dlock.Lease as Redis, etcd and
-// ZooKeeper, on a clock the test moves, with the failures a lock service
-// has injected on cue — so that the code that handles a lost lock (roll
+// ZooKeeper, on a clock the test moves, with the failures of a lock
+// service injected on cue — so that the code that handles a lost lock (roll
 // back, reconcile, stop writing, campaign again) is tested in
 // milliseconds, the same way on every run, without a server.
 //

@@ -19,7 +19,7 @@ const (
 	Release Op = "release" // a release reached the Service (Unlock, or a grant given back)
 	Verify  Op = "verify"  // a Verify reached the Service
 	Extend  Op = "extend"  // an Extend reached the Service
-	Renew   Op = "renew"   // the Client renewed a grant (Err: the renewal failed)
+	Renew   Op = "renew"   // the Client renewed a grant (Err: it failed, or found the grant gone)
 	Lost    Op = "lost"    // a hold was lost, for Reason (its holder was told)
 )
 

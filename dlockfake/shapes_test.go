@@ -97,7 +97,7 @@ func TestNewClientBadInput(t *testing.T) {
 		cfg  []dlockfake.Config
 		want error
 	}{
-		{[]dlockfake.Config{{TTL: time.Millisecond}}, dlock.ErrInvalidDuration},
+		{[]dlockfake.Config{{TTL: 9 * time.Millisecond}}, dlock.ErrInvalidDuration},
 		{[]dlockfake.Config{{Label: string(make([]byte, 257))}}, dlock.ErrInvalidArgument},
 		{[]dlockfake.Config{{}, {}}, dlock.ErrInvalidArgument},
 	} {
