@@ -78,7 +78,7 @@ func (b *batcher) do(ctx context.Context, sc scriptCall, inline, abandon bool) (
 	}
 	b.mu.Unlock()
 	if start && !b.spawn(b.flush) {
-		b.fail(ErrClosed)
+		b.endFlight()
 	}
 	select {
 	case <-p.done:
@@ -136,7 +136,7 @@ func (b *batcher) next() {
 	}
 	b.mu.Unlock()
 	if !b.spawn(b.flush) {
-		b.fail(ErrClosed)
+		b.endFlight()
 	}
 }
 
@@ -145,7 +145,7 @@ func (b *batcher) next() {
 func (b *batcher) flush() {
 	for {
 		if b.bg.Err() != nil {
-			b.fail(ErrClosed)
+			b.endFlight()
 			return
 		}
 		b.mu.Lock()
@@ -181,18 +181,20 @@ func (b *batcher) flush() {
 	}
 }
 
-// fail answers every queued call with err (the Client is closed).
-func (b *batcher) fail(err error) {
+// endFlight ends a flight that cannot go on (the Client is closed): every
+// queued call is answered with ErrClosed.
+func (b *batcher) endFlight() {
 	b.mu.Lock()
 	batch := b.queue
-	b.queue, b.flights = nil, 0
+	b.queue = nil
+	b.flights--
 	for _, p := range batch {
 		p.sent = true
 	}
 	b.mu.Unlock()
 	for _, p := range batch {
 		p.cmd = redis.NewCmd(b.bg)
-		p.cmd.SetErr(err)
+		p.cmd.SetErr(ErrClosed)
 		close(p.done)
 	}
 }
