@@ -19,7 +19,8 @@
 // one stops blocking the queue), Inspect (one meaning of seam.Info on
 // every backend), leader election (package election on the backend's
 // Mutex and Inspect: one leader at a time, increasing tokens, a closed
-// leader followed by another) and bad input.
+// leader followed by another, a panicking leader that gives the lock up,
+// as under Do) and bad input.
 //
 // The files are the concepts: dlocktest.go the Backend, the Client and the
 // basic lock behaviour; maxhold.go, semaphore.go, multilock.go,
@@ -159,6 +160,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("Inspect/Semaphore", s.inspectSemaphore)
 	t.Run("Election/OneLeaderAtATime", s.electionTerms)
 	t.Run("Election/Failover", s.electionFailover)
+	t.Run("PanicReleases", s.panicReleases)
 	t.Run("MultiLock/AllOrNone", s.multiAllOrNone)
 	t.Run("MultiLock/MutualExclusion", s.multiMutualExclusion)
 	t.Run("MultiLock/BadInput", s.multiBadInput)
