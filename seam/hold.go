@@ -194,13 +194,9 @@ func (h *hold) pastDeadline() {
 		k.mu.Unlock()
 		return
 	}
-	reason := h.expiryReason()
-	marked, renewals := k.end(h, reason)
+	after := k.endPastLocked(h)
 	k.mu.Unlock()
-	h.report(reason, marked, renewals)
-	if reason == observe.LostMaxHold {
-		go giveBack(context.Background(), h.g.ops) // free the lock for others: its holder is past its cap
-	}
+	after()
 }
 
 // report tells the observer and the log that the hold was lost, ending

@@ -443,27 +443,31 @@ func (k *keeper) rearm() {
 // expire loses every hold whose deadline has passed, and arms the timer for
 // the next one.
 func (k *keeper) expire() {
-	type lost struct {
-		h                *hold
-		reason           observe.LostReason
-		leases, renewals int
-	}
-	var ended []lost
+	var after []func()
 	now := time.Now()
 	k.mu.Lock()
 	k.armed = time.Time{}
 	for len(k.due) > 0 && !now.Before(k.due[0].deadline) {
-		h := k.due[0]
-		reason := h.expiryReason()
-		marked, renewals := k.end(h, reason)
-		ended = append(ended, lost{h, reason, marked, renewals})
+		after = append(after, k.endPastLocked(k.due[0]))
 	}
 	k.rearm()
 	k.mu.Unlock()
-	for _, e := range ended {
-		e.h.report(e.reason, e.leases, e.renewals)
-		if e.reason == observe.LostMaxHold {
-			go giveBack(context.Background(), e.h.g.ops) // free the lock for others: its holder is past its cap
+	for _, f := range after {
+		f()
+	}
+}
+
+// endPastLocked ends h, whose deadline has passed, as lost, and returns
+// what follows once k.mu is released: the report, and at MaxHold the
+// release in the store (its holder is past its cap: the lock is freed for
+// others). k.mu is held.
+func (k *keeper) endPastLocked(h *hold) func() {
+	reason := h.expiryReason()
+	marked, renewals := k.end(h, reason)
+	return func() {
+		h.report(reason, marked, renewals)
+		if reason == observe.LostMaxHold {
+			go giveBack(context.Background(), h.g.ops)
 		}
 	}
 }
@@ -520,23 +524,47 @@ func (h *hold) stopTopUp() {
 	}
 }
 
-// detach removes l from its hold; when it was the last Lease the hold ends
-// (unregistered, no renewal any more) before any release is sent, and
-// detach returns last true. It also returns how many other Leases still
-// share the hold and the hold's renewals so far.
-func (k *keeper) detach(h *hold, l *Lease) (last bool, others, renewals int) {
+// detachment is what Unlock learns as it detaches its Lease.
+type detachment struct {
+	lost             error // the Lease's loss, if it was lost first
+	last             bool  // the hold ended with this Lease
+	others, renewals int
+}
+
+// detach marks l released and removes it from its hold, in one step under
+// the Keeper's lock, so a loss is either seen by this Unlock (lost is set)
+// or comes after the Lease left (it is not this Lease's); a hold whose
+// deadline has passed is lost first. When l was the last Lease the hold
+// ends (unregistered, no renewal any more) before any release is sent. ok
+// is false if l was already released.
+func (k *keeper) detach(h *hold, l *Lease) (d detachment, ok bool) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	if i := slices.Index(h.leases, l); i >= 0 {
-		h.leases = slices.Delete(h.leases, i, i+1)
+	var after func()
+	if !h.ended && !time.Now().Before(h.deadline) {
+		after = k.endPastLocked(h)
 	}
-	last = len(h.leases) == 0 && !h.ended
-	if last {
-		h.ended = true
-		h.stopTopUp()
-		k.unregister(h)
+	l.mu.Lock()
+	ok = !l.released
+	l.released = true
+	d.lost = l.err
+	l.mu.Unlock()
+	if ok {
+		if i := slices.Index(h.leases, l); i >= 0 {
+			h.leases = slices.Delete(h.leases, i, i+1)
+		}
+		d.last = len(h.leases) == 0 && !h.ended
+		if d.last {
+			h.ended = true
+			h.stopTopUp()
+			k.unregister(h)
+		}
 	}
-	return last, len(h.leases), h.renewals
+	d.others, d.renewals = len(h.leases), h.renewals
+	k.mu.Unlock()
+	if after != nil {
+		after()
+	}
+	return d, ok
 }
 
 func (k *keeper) close() {

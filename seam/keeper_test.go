@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dlockgo/dlock/observe"
 )
 
 // TestKeeperJoin: a backend's re-entry joins a live hold without the store;
@@ -184,4 +186,56 @@ func TestKeeperHeld(t *testing.T) {
 	if k.Held("k") != nil {
 		t.Fatal("a hold after its release")
 	}
+}
+
+// lostCount counts the losses an Observer is told of.
+type lostCount struct {
+	observe.Nop
+	n atomic.Int64
+}
+
+func (o *lostCount) ObserveLost(observe.LostEvent) { o.n.Add(1) }
+
+// TestUnlockRacesLoss: a hold lost (and reported) while its last Lease is
+// being unlocked makes that Unlock return ErrLockLost; an Unlock that
+// returns nil means the hold ended released, and no loss was reported.
+// The two race many times.
+func TestUnlockRacesLoss(t *testing.T) {
+	obs := &lostCount{}
+	k := NewKeeper[*countOps](obs, nil)
+	defer k.Close()
+	ctx := context.Background()
+	lost, losses := 0, 0
+	for i := range 20000 {
+		l, err := k.Lease(ctx, Grant[*countOps]{Shape: "mutex", Name: "n", Token: int64(i + 1), Sent: time.Now(), TTL: time.Minute, Ops: &countOps{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := k.HoldOf(l)
+		before := obs.n.Load()
+		start := make(chan struct{})
+		reported := make(chan bool, 1)
+		go func() {
+			<-start
+			reported <- h.Lose(observe.LostDeletedOrTaken)
+		}()
+		close(start)
+		err = l.Unlock(ctx)
+		r := <-reported
+		if r {
+			losses++
+		}
+		if (obs.n.Load() > before) != r {
+			t.Fatalf("round %d: Lose reported %v, the Observer was told of %d losses", i, r, obs.n.Load()-before)
+		}
+		switch {
+		case r && err == nil:
+			t.Fatalf("round %d: Unlock returned nil for a hold whose loss was reported", i)
+		case errors.Is(err, ErrLockLost):
+			lost++
+		case err != nil:
+			t.Fatalf("round %d: Unlock: %v", i, err)
+		}
+	}
+	t.Logf("%d of 20000 Unlocks found the loss first (%d losses reported)", lost, losses)
 }

@@ -269,12 +269,15 @@ func (l *Lease) lostErr() error {
 // Unlock releases this hold. It returns nil if the lock was still ours, an
 // error wrapping ErrLockLost if it had been lost (whatever ran under it ran
 // without exclusivity), ErrNotHeld if this lease was already unlocked, or a
-// store error (the lock then expires by itself). A reentrant lock is free
-// once every Lease of its owner is unlocked. Unlock stops renewing before it
-// sends the release, so no renewal outlives it. The release of a lease
-// already lost is tried for at most LostReleaseTimeout (the store may be
-// unreachable: that is often why it was lost), and the loss is returned
-// whatever the try says; a grant still in the store then ends by its expiry.
+// store error (the lock then expires by itself). A loss and an Unlock are
+// ordered: once a loss was reported (the Observer's LostEvent, Done, the
+// Context's cause), no Unlock of a Lease it ended returns nil. A reentrant
+// lock is free once every Lease of its owner is unlocked. Unlock stops
+// renewing before it sends the release, so no renewal outlives it. The
+// release of a lease already lost is tried for at most LostReleaseTimeout
+// (the store may be unreachable: that is often why it was lost), and the
+// loss is returned whatever the try says; a grant still in the store then
+// ends by its expiry.
 func (l *Lease) Unlock(ctx context.Context) error {
 	if l == nil {
 		return errNilLease
@@ -283,24 +286,18 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		return Wrap("unlock", l.h.g.shape, l.h.g.name, err)
 	}
 	h := l.h
-	h.pastDeadline() // a lease past its deadline is unlocked as lost
-	l.mu.Lock()
-	if l.released {
-		l.mu.Unlock()
+	d, ok := h.k.detach(h, l) // a lease past its deadline is unlocked as lost
+	if !ok {
 		return Wrap("unlock", h.g.shape, h.g.name, ErrNotHeld)
 	}
-	l.released = true
-	lost := l.err
-	l.mu.Unlock()
-
-	last, others, renewals := h.k.detach(h, l)
+	lost, last, renewals := d.lost, d.last, d.renewals
 	res, err := ReleasedStillHeld, error(nil)
-	if h.g.storeCounts || others == 0 { // a re-entry the Keeper counts: nothing to tell the store
-		if lost != nil {
-			res, err = releaseLost(ctx, h.g.ops)
-		} else {
-			res, err = h.g.ops.Release(ctx)
-		}
+	switch {
+	case !h.g.storeCounts && d.others > 0: // a re-entry the Keeper counts: nothing to tell the store
+	case lost != nil:
+		res, err = releaseLost(ctx, h.g.ops)
+	default:
+		res, err = h.g.ops.Release(ctx)
 	}
 	l.endContext()
 
