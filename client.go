@@ -182,10 +182,11 @@ func (c *Client) Close() error {
 	c.stopBg()
 	c.mu.Unlock()
 
+	c.sub.stop()
 	c.wd.close()
 	c.retries.Wait()
 	c.keeper.Close()
-	return c.sub.close()
+	return c.sub.wait(context.Background())
 }
 
 func (c *Client) isClosed() bool {

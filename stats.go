@@ -5,10 +5,16 @@ type Stats struct {
 	Holds             int   // locks held through this Client (reentrant holds count once)
 	Watched           int   // of those, kept by the watchdog
 	RenewalRoundTrips int64 // pipelines the watchdog has sent since New
+	// SubscribeErrors counts the SUBSCRIBE and UNSUBSCRIBE calls of the
+	// pub/sub connection that failed since New (Redis unreachable while
+	// the connection was re-established). go-redis subscribes again when
+	// it reconnects; meanwhile the waiters of those locks wake on their
+	// timers, not at a release.
+	SubscribeErrors int64
 }
 
 // Stats returns a snapshot of the Client's bookkeeping.
 func (c *Client) Stats() Stats {
 	n, w := c.keeper.Count()
-	return Stats{Holds: n, Watched: w, RenewalRoundTrips: c.wd.roundTrips.Load()}
+	return Stats{Holds: n, Watched: w, RenewalRoundTrips: c.wd.roundTrips.Load(), SubscribeErrors: c.sub.errs.Load()}
 }
