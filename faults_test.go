@@ -77,15 +77,9 @@ func TestIdempotentAcquire(t *testing.T) {
 // evalshaCalls reads how many EVALSHA calls the server has run.
 func evalshaCalls(t *testing.T, rdb *redis.Client) int {
 	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
-			n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-			return n
-		}
+	if rest := infoLine(t, rdb, "commandstats", "cmdstat_evalsha:calls="); rest != "" {
+		n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		return n
 	}
 	return 0
 }

@@ -255,19 +255,29 @@ func (o multiOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	return !slices.Contains(ns, 0), nil
 }
 
-func (o multiOps) release(ctx context.Context) (seam.Released, error) {
+// releaseCalls undo one hold: one script when the keys share a slot, else
+// one per member, all with one operation id.
+func (o multiOps) releaseCalls() []scriptCall {
 	op := ids.Op()
 	if o.m.single {
 		args := []any{o.owner, op, o.m.c.argFenceTTL, o.m.c.argCheck}
 		for _, k := range o.m.ks {
 			args = append(args, k.wake)
 		}
-		n, err := multiRelease.call(o.m.keys, args...).runInt(ctx, o.m.c.rdb)
-		return seam.Released(n), err
+		return []scriptCall{multiRelease.call(o.m.keys, args...)}
 	}
 	calls := make([]scriptCall, len(o.m.ks))
 	for i := range o.m.ks {
 		calls[i] = memberRelease(o.m.c, &o.m.ks[i], o.owner, op)
+	}
+	return calls
+}
+
+func (o multiOps) release(ctx context.Context) (seam.Released, error) {
+	calls := o.releaseCalls()
+	if o.m.single {
+		n, err := calls[0].runInt(ctx, o.m.c.rdb)
+		return seam.Released(n), err
 	}
 	ns, err := runCalls(ctx, o.m.c.rdb, calls)
 	switch {

@@ -78,10 +78,16 @@ func (o *mutexOps) extend(ctx context.Context, ttl time.Duration) (bool, error) 
 	return n == 1, err
 }
 
-// release needs no operation id: the token makes it idempotent.
-func (o *mutexOps) release(ctx context.Context) (seam.Released, error) {
+// releaseCall needs no operation id: the token makes it idempotent.
+func (o *mutexOps) releaseCall() scriptCall {
 	c := o.c
-	n, err := scriptCall{mutexRelease, append(o.k.begin(mutexRelease, 4), o.args.token, o.k.args[4], c.argFenceTTL, c.argCheck)}.runInt(ctx, c.rdb)
+	return scriptCall{mutexRelease, append(o.k.begin(mutexRelease, 4), o.args.token, o.k.args[4], c.argFenceTTL, c.argCheck)}
+}
+
+func (o *mutexOps) releaseCalls() []scriptCall { return []scriptCall{o.releaseCall()} }
+
+func (o *mutexOps) release(ctx context.Context) (seam.Released, error) {
+	n, err := o.releaseCall().runInt(ctx, o.c.rdb)
 	return seam.Released(n), err
 }
 

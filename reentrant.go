@@ -79,12 +79,17 @@ func (o *reentrantOps) extend(ctx context.Context, ttl time.Duration) (bool, err
 	return n == 1, err
 }
 
-// release undoes one hold: the Unlock call's operation id makes a retry
-// that was already applied change nothing.
-func (o *reentrantOps) release(ctx context.Context) (seam.Released, error) {
+// releaseCall undoes one hold: the call's operation id (one per Unlock)
+// makes a retry that was already applied change nothing.
+func (o *reentrantOps) releaseCall() scriptCall {
 	c := o.c
-	args := append(o.k.begin(reentrantRelease, 5), o.args.token, ids.Op(), o.k.args[4], c.argFenceTTL, c.argCheck)
-	n, err := scriptCall{reentrantRelease, args}.runInt(ctx, c.rdb)
+	return scriptCall{reentrantRelease, append(o.k.begin(reentrantRelease, 5), o.args.token, ids.Op(), o.k.args[4], c.argFenceTTL, c.argCheck)}
+}
+
+func (o *reentrantOps) releaseCalls() []scriptCall { return []scriptCall{o.releaseCall()} }
+
+func (o *reentrantOps) release(ctx context.Context) (seam.Released, error) {
+	n, err := o.releaseCall().runInt(ctx, o.c.rdb)
 	return seam.Released(n), err
 }
 

@@ -143,8 +143,14 @@ func (o readOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	return n == 1, err
 }
 
+func (o readOps) releaseCall() scriptCall {
+	return rwReadRelease.call([]string{o.k.readers, o.k.holds}, o.owner, ids.Op(), o.k.wake)
+}
+
+func (o readOps) releaseCalls() []scriptCall { return []scriptCall{o.releaseCall()} }
+
 func (o readOps) release(ctx context.Context) (seam.Released, error) {
-	n, err := rwReadRelease.call([]string{o.k.readers, o.k.holds}, o.owner, ids.Op(), o.k.wake).runInt(ctx, o.c.rdb)
+	n, err := o.releaseCall().runInt(ctx, o.c.rdb)
 	return seam.Released(n), err
 }
 

@@ -319,9 +319,10 @@ func (s *subscriber) pass(w *waiter) {
 	}
 }
 
-// wait blocks until a wake-up, d elapsed, or ctx is done (its error). A nil
-// waiter (no channel to listen on) waits on the timer only.
-func (w *waiter) wait(ctx context.Context, d time.Duration) error {
+// wait blocks until a wake-up, d elapsed, ctx is done (its error), or
+// closed is closed (ErrClosed). A nil waiter (no channel to listen on)
+// waits on the timer only.
+func (w *waiter) wait(ctx context.Context, closed <-chan struct{}, d time.Duration) error {
 	var wake <-chan struct{}
 	if w != nil {
 		wake = w.wake
@@ -335,6 +336,8 @@ func (w *waiter) wait(ctx context.Context, d time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-closed:
+		return ErrClosed
 	}
 }
 

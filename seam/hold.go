@@ -38,6 +38,7 @@ type hold struct {
 	one      [1]*Lease
 	lost     error // non-nil once lost; wraps ErrLockLost
 	ended    bool  // lost, or its last Lease released: it takes no new Lease
+	freed    bool  // ended, and released in the store by the Keeper (MaxHold, Close): Unlock sends nothing
 	renewals int
 
 	first Lease // the first Lease, allocated with the hold
@@ -94,15 +95,20 @@ func (h *hold) armTopUp(short, end time.Time) {
 }
 
 // topUpTo extends the hold to end unless an Extend or a renewal already
-// moved its deadline past short, the short grant's.
+// moved its deadline past short, the short grant's, or the hold ended (a
+// Close waits for a top-up under way).
 func (h *hold) topUpTo(short, end time.Time) {
 	k := h.k
 	k.mu.Lock()
-	done := h.ended || h.deadline.After(short)
+	done := h.ended || h.deadline.After(short) || k.closed
+	if !done {
+		k.bg.Add(1)
+	}
 	k.mu.Unlock()
 	if done {
 		return
 	}
+	defer k.bg.Done()
 	d := time.Until(end)
 	if h.g.renewed {
 		d = h.g.ttl

@@ -14,7 +14,7 @@ import (
 // with no live hold it makes nothing.
 func TestKeeperJoin(t *testing.T) {
 	k := NewKeeper[*countOps](nil, nil)
-	defer k.Close()
+	defer k.Close(context.Background(), nil)
 	ctx := context.Background()
 	if _, ok := k.Join(ctx, "k", "o", nil); ok {
 		t.Fatal("joined a hold that does not exist")
@@ -65,7 +65,7 @@ func (o *countOps) Verify(context.Context) (bool, error)                { return
 // Unlock is a release in the store.
 func TestKeeperStoreCounts(t *testing.T) {
 	k := NewKeeper[*countOps](nil, nil)
-	defer k.Close()
+	defer k.Close(context.Background(), nil)
 	ctx := context.Background()
 	ops := &countOps{}
 	g := Grant[*countOps]{Shape: "lock", Name: "n", Key: "k", StoreCounts: true, Owner: "o", Token: 7, Sent: time.Now(), TTL: time.Minute, Ops: ops}
@@ -91,7 +91,7 @@ func TestKeeperStoreCounts(t *testing.T) {
 // second joins the hold the first registered.
 func TestKeeperEnter(t *testing.T) {
 	k := NewKeeper[*countOps](nil, nil)
-	defer k.Close()
+	defer k.Close(context.Background(), nil)
 	ctx := context.Background()
 	l, done, err := k.Enter(ctx, "k", "o", time.Time{}, nil)
 	if err != nil || l != nil || done == nil {
@@ -129,7 +129,7 @@ func TestKeeperEnter(t *testing.T) {
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	k.Close()
+	k.Close(context.Background(), nil)
 	if _, _, err := k.Enter(ctx, "k", "o", time.Time{}, nil); err != ErrClosed {
 		t.Fatalf("Enter after Close: %v", err)
 	}
@@ -139,7 +139,7 @@ func TestKeeperEnter(t *testing.T) {
 // then refused with ErrNotAcquired; a free gate is taken even with ctx done.
 func TestKeeperEnterUntil(t *testing.T) {
 	k := NewKeeper[*countOps](nil, nil)
-	defer k.Close()
+	defer k.Close(context.Background(), nil)
 	ctx := context.Background()
 	_, done, err := k.Enter(ctx, "k", "o", time.Time{}, nil)
 	if err != nil {
@@ -168,7 +168,7 @@ func TestKeeperEnterUntil(t *testing.T) {
 // is released.
 func TestKeeperHeld(t *testing.T) {
 	k := NewKeeper[*countOps](nil, nil)
-	defer k.Close()
+	defer k.Close(context.Background(), nil)
 	ctx := context.Background()
 	if k.Held("k") != nil {
 		t.Fatal("a hold before any grant")
@@ -203,7 +203,7 @@ func (o *lostCount) ObserveLost(observe.LostEvent) { o.n.Add(1) }
 func TestUnlockRacesLoss(t *testing.T) {
 	obs := &lostCount{}
 	k := NewKeeper[*countOps](obs, nil)
-	defer k.Close()
+	defer k.Close(context.Background(), nil)
 	ctx := context.Background()
 	lost, losses := 0, 0
 	for i := range 20000 {
@@ -238,4 +238,117 @@ func TestUnlockRacesLoss(t *testing.T) {
 		}
 	}
 	t.Logf("%d of 20000 Unlocks found the loss first (%d losses reported)", lost, losses)
+}
+
+// TestWholeHoldGivenBack: a grant the store counts re-entries of
+// (StoreCounts), held by three Leases, is released once per Lease when
+// the Keeper ends it itself (MaxHold, Close), and no Unlock sends anything
+// after that.
+func TestWholeHoldGivenBack(t *testing.T) {
+	ctx := context.Background()
+	for _, end := range []string{"maxhold", "close"} {
+		t.Run(end, func(t *testing.T) {
+			k := NewKeeper[*countOps](nil, nil)
+			defer k.Close(ctx, nil)
+			ops := &countOps{}
+			g := Grant[*countOps]{Shape: "lock", Name: "n", Key: "k", StoreCounts: true, Owner: "o", Token: 7, Sent: time.Now(), TTL: time.Minute, Ops: ops}
+			if end == "maxhold" {
+				g.MaxHold = 50 * time.Millisecond
+			}
+			var ls []*Lease
+			for range 3 {
+				l, err := k.Lease(ctx, g)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ls = append(ls, l)
+			}
+			if end == "close" {
+				k.Close(ctx, nil)
+			} else {
+				<-ls[0].Done()
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for ops.releases.Load() < 3 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if n := ops.releases.Load(); n != 3 {
+				t.Fatalf("%d releases after %s ended a hold of 3 Leases, want 3", n, end)
+			}
+			for _, l := range ls {
+				if err := l.Unlock(ctx); !errors.Is(err, ErrLockLost) {
+					t.Fatalf("Unlock after %s: %v, want ErrLockLost", end, err)
+				}
+			}
+			if n := ops.releases.Load(); n != 3 {
+				t.Fatalf("%d releases after the Unlocks, want still 3: the Keeper released the whole hold", n)
+			}
+		})
+	}
+}
+
+// failOps is a store whose releases all fail.
+type failOps struct{ countOps }
+
+var errStoreDown = errors.New("store down")
+
+func (o *failOps) Release(context.Context) (Released, error) {
+	o.releases.Add(1)
+	return ReleasedNotOurs, errStoreDown
+}
+
+// releaseErrs passes on the Err of every ReleaseEvent.
+type releaseErrs struct {
+	observe.Nop
+	errs chan error
+}
+
+func (o *releaseErrs) ObserveRelease(ev observe.ReleaseEvent) { o.errs <- ev.Err }
+
+// TestReleaseErrorsCounted: a release that fails in the store is never
+// silent. An Unlock's is its error and its ReleaseEvent's Err; the
+// Keeper's own (at MaxHold, Close's, a grant given back after Close) are
+// counted by GiveBackErrors.
+func TestReleaseErrorsCounted(t *testing.T) {
+	obs := &releaseErrs{errs: make(chan error, 1)}
+	k := NewKeeper[*failOps](obs, nil)
+	ctx := context.Background()
+	grant := func(maxHold time.Duration) Grant[*failOps] {
+		return Grant[*failOps]{Shape: "mutex", Name: "n", Token: 1, Sent: time.Now(), TTL: time.Minute, MaxHold: maxHold, Ops: &failOps{}}
+	}
+	l, err := k.Lease(ctx, grant(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); !errors.Is(err, errStoreDown) {
+		t.Fatalf("Unlock with the store down: %v, want its error", err)
+	}
+	if err := <-obs.errs; !errors.Is(err, errStoreDown) {
+		t.Fatalf("ReleaseEvent.Err: %v, want the store's error", err)
+	}
+	capped, err := k.Lease(ctx, grant(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-capped.Done()
+	waitCount := func(want int64) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for k.GiveBackErrors() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("GiveBackErrors %d, want %d", k.GiveBackErrors(), want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitCount(1)
+	if _, err := k.Lease(ctx, grant(0)); err != nil {
+		t.Fatal(err)
+	}
+	k.Close(ctx, nil)
+	waitCount(2)
+	if _, err := k.Lease(ctx, grant(0)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Lease after Close: %v", err)
+	}
+	waitCount(3)
 }
