@@ -22,6 +22,10 @@ func (c *Client) acquire(ctx context.Context, sh redisShape, opts []Option) (l *
 	spec := sh.spec()
 	sctx, call := c.keeper.StartAcquire(ctx, spec.kind, spec.name)
 	defer func() { call.Done(l, err) }()
+	if !c.enter() {
+		return nil, wrap("acquire", spec.kind, spec.name, ErrClosed)
+	}
+	defer c.acquires.Done()
 	q, err := c.prepare(ctx, sh, spec, opts, start)
 	if err != nil {
 		return nil, err
@@ -46,6 +50,10 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 		}
 		call.Done(first, err)
 	}()
+	if !c.enter() {
+		return nil, wrap("acquire", spec.kind, spec.name, ErrClosed)
+	}
+	defer c.acquires.Done()
 	q, err := c.prepare(ctx, sh, spec, opts, start)
 	if err != nil {
 		return nil, err
@@ -117,9 +125,6 @@ func (c *Client) prepare(ctx context.Context, sh redisShape, spec *shapeSpec, op
 	}
 	if err != nil {
 		return acquisition{}, wrap("acquire", spec.kind, name, err)
-	}
-	if c.isClosed() {
-		return acquisition{}, wrap("acquire", spec.kind, name, ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {
 		return acquisition{}, wrap("acquire", spec.kind, name, err)
@@ -222,11 +227,15 @@ func (q *acquisition) await(ctx context.Context, start time.Time) (g grant, sent
 		if !stop.IsZero() && stop.Sub(now) < d {
 			d = stop.Sub(now)
 		}
-		if err := w.wait(ctx, d); err != nil {
+		werr := w.wait(ctx, c.bg.Done(), d)
+		if werr == nil && c.bg.Err() != nil { // woken by Close
+			werr = ErrClosed
+		}
+		if werr != nil {
 			if late > 0 {
-				err = fmt.Errorf("%w (%s)", err, lateDetail(late))
+				werr = fmt.Errorf("%w (%s)", werr, lateDetail(late))
 			}
-			return g, sent, wrap("acquire", spec.kind, name, err)
+			return g, sent, wrap("acquire", spec.kind, name, werr)
 		}
 		// Handed the lock by a release: it is ours from a moment after the
 		// first attempt was sent, for the hand-off's TTL. With too little of
@@ -261,6 +270,8 @@ func (c *Client) leaveQueue(ctx context.Context, spec *shapeSpec, call scriptCal
 	leave := func(ctx context.Context) error {
 		lctx, cancel := context.WithTimeout(ctx, unlockTimeout)
 		defer cancel()
+		lctx, stop := c.closing(lctx) // a waiter ended by Close leaves within Close's bound
+		defer stop()
 		return c.scripts.run(lctx, call).Err()
 	}
 	if ctx.Err() == nil { // the caller may wait for it

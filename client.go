@@ -10,8 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/dlockgo/dlock/internal/tasks"
 	"github.com/dlockgo/dlock/observe"
 	"github.com/dlockgo/dlock/seam"
 
@@ -113,12 +115,14 @@ type Client struct {
 
 	keeper *seam.Keeper[*attempt] // the holds
 
-	mu     sync.Mutex
-	closed bool
+	mu      sync.Mutex
+	closed  bool
+	closeBy time.Time // Close's deadline, once closed
 
-	bg      context.Context // cancelled by Close: background retries stop
-	stopBg  context.CancelFunc
-	retries sync.WaitGroup // background retries (leaving a queue)
+	bg       context.Context // cancelled by Close: waiters end, background retries stop
+	stopBg   context.CancelFunc
+	retries  tasks.Group // goroutines Close waits for: background retries (leaving a queue), attempt workers, a RedLock's node calls
+	acquires tasks.Group // Acquire calls in progress
 }
 
 // New returns a Client on rdb, configured by cfg (at most one Config;
@@ -166,24 +170,103 @@ func New(rdb redis.UniversalClient, cfg ...Config) (*Client, error) {
 	return c, nil
 }
 
-// Close stops the watchdog and the pub/sub connection. Every lease still held
-// through this Client is released in Redis if it is still ours (compare and
-// delete: nothing anyone else holds is touched) and reported lost to its
-// holder, since nothing will renew it any more. Close is idempotent.
+// Close stops the watchdog and the pub/sub connection. Every lease still
+// held through this Client is reported lost to its holder at once (nothing
+// will renew it any more) and released in Redis if it is still ours
+// (compare and delete: nothing anyone else holds is touched; a re-entered
+// Lock is released whole), in pipelines. Every Acquire in progress returns
+// an error wrapping ErrClosed (a waiter leaves its queue first), and
+// Acquire on a closed Client returns ErrClosed.
+//
+// Close returns within seam.CloseTimeout (2 s) plus a round trip, whatever
+// the number of leases, with Redis up or down. When it returns, no
+// goroutine of the Client runs and nothing more is sent, except a call
+// still waiting for a Redis that does not answer: on a go-redis client
+// without ContextTimeoutEnabled that call ends by the client's ReadTimeout
+// (see New), after Close. Close is idempotent.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), seam.CloseTimeout)
+	defer cancel()
 	c.closed = true
+	c.closeBy, _ = ctx.Deadline()
 	c.stopBg()
 	c.mu.Unlock()
 
-	c.wd.close()
-	c.retries.Wait()
-	c.keeper.Close()
-	return c.sub.close()
+	c.wd.stop()
+	c.sub.stop()
+	c.keeper.Close(ctx, c.releaseAll)
+	err := c.sub.wait(ctx)
+	c.wd.wait(ctx)
+	c.acquires.Wait(ctx)
+	c.retries.Wait(ctx)
+	return err
+}
+
+// enter counts an Acquire call that Close waits for (done ends it); false
+// once the Client is closed.
+func (c *Client) enter() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.acquires.Add(1)
+	return true
+}
+
+// closing returns ctx bounded by Close's deadline once the Client is
+// closed (a waiter's leave), else ctx.
+func (c *Client) closing(ctx context.Context) (context.Context, context.CancelFunc) {
+	c.mu.Lock()
+	by := c.closeBy
+	c.mu.Unlock()
+	if by.IsZero() {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, by)
+}
+
+// releaseAll sends Close's releases (one entry per release, see
+// seam.Keeper.Close): the shapes' release scripts in pipelines of at most
+// RenewBatch calls, one after the other while ctx lasts; a shape that
+// releases itself over several servers (a RedLock's quorum) does so beside
+// them. It returns how many calls failed or were not sent.
+func (c *Client) releaseAll(ctx context.Context, as []*attempt) int {
+	var calls []scriptCall
+	var failed atomic.Int64
+	var own sync.WaitGroup
+	for _, a := range as {
+		if cs := a.ops.releaseCalls(); cs != nil {
+			calls = append(calls, cs...)
+			continue
+		}
+		own.Add(1)
+		go func() {
+			defer own.Done()
+			if _, err := a.Release(ctx); err != nil {
+				failed.Add(1)
+			}
+		}()
+	}
+	for i := 0; i < len(calls); i += c.batch {
+		batch := calls[i:min(i+c.batch, len(calls))]
+		if ctx.Err() != nil {
+			failed.Add(int64(len(batch)))
+			continue
+		}
+		for _, cmd := range c.scripts.pipelined(ctx, c.rdb.Pipeline, batch, nil) {
+			if cmd.Err() != nil {
+				failed.Add(1)
+			}
+		}
+	}
+	own.Wait()
+	return int(failed.Load())
 }
 
 func (c *Client) isClosed() bool {

@@ -33,6 +33,8 @@ func (o *keyOps) renewCall(ttl time.Duration) scriptCall {
 	return extendCall(o.extendScript, o.keys.lock, o.holder, o.c.ttlArg(ttl))
 }
 
+func (o *keyOps) releaseCalls() []scriptCall { return []scriptCall{o.releaseCall()} }
+
 func (o *keyOps) renewCalls(ttl time.Duration) []scriptCall {
 	return []scriptCall{o.renewCall(ttl)}
 }

@@ -256,19 +256,29 @@ func (o multiOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	return !slices.Contains(ns, 0), nil
 }
 
-func (o multiOps) release(ctx context.Context) (seam.Released, error) {
+// releaseCalls undo one hold: one script when the keys share a slot, else
+// one per member, all with one operation id.
+func (o multiOps) releaseCalls() []scriptCall {
 	op := ids.Op()
 	if o.m.single {
 		args := []any{o.owner, op, o.m.c.argCheck}
 		for _, k := range o.m.ks {
 			args = append(args, k.wake)
 		}
-		n, err := o.m.c.callInt(ctx, multiRelease.call(o.m.keys, args...))
-		return seam.Released(n), err
+		return []scriptCall{multiRelease.call(o.m.keys, args...)}
 	}
 	calls := make([]scriptCall, len(o.m.ks))
 	for i := range o.m.ks {
 		calls[i] = memberRelease(o.m.c, &o.m.ks[i], o.owner, op)
+	}
+	return calls
+}
+
+func (o multiOps) release(ctx context.Context) (seam.Released, error) {
+	calls := o.releaseCalls()
+	if o.m.single {
+		n, err := o.m.c.callInt(ctx, calls[0])
+		return seam.Released(n), err
 	}
 	ns, err := o.m.c.scripts.runCalls(ctx, calls)
 	switch {

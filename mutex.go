@@ -79,10 +79,16 @@ func (o *mutexOps) extend(ctx context.Context, ttl time.Duration) (bool, error) 
 	return n == 1, err
 }
 
-// release needs no operation id: the token makes it idempotent.
-func (o *mutexOps) release(ctx context.Context) (seam.Released, error) {
+// releaseCall needs no operation id: the token makes it idempotent.
+func (o *mutexOps) releaseCall() scriptCall {
 	c := o.c
-	n, err := c.callInt(ctx, scriptCall{mutexRelease, append(o.k.begin(mutexRelease, 2), o.args.token, c.argCheck)})
+	return scriptCall{mutexRelease, append(o.k.begin(mutexRelease, 2), o.args.token, c.argCheck)}
+}
+
+func (o *mutexOps) releaseCalls() []scriptCall { return []scriptCall{o.releaseCall()} }
+
+func (o *mutexOps) release(ctx context.Context) (seam.Released, error) {
+	n, err := o.c.callInt(ctx, o.releaseCall())
 	return seam.Released(n), err
 }
 

@@ -61,7 +61,8 @@ func ReplicaAck(n int, timeout time.Duration) Option { return seam.ReplicaAck(n,
 func ReplicaAckConnected(timeout time.Duration) Option { return seam.ReplicaAckConnected(timeout) }
 
 // OnLost registers f to run once, in its own goroutine, when the lease is
-// lost (not when it is released).
+// lost (not when it is released). The Client's Close waits for it, within
+// its bound.
 func OnLost(f func(*Lease)) Option { return seam.OnLost(f) }
 
 // MaxHold caps how long the lock may be held, whatever keeps it (the

@@ -24,6 +24,10 @@ type holdOps interface {
 	release(ctx context.Context) (seam.Released, error)
 	// verify reports whether the lock is still ours.
 	verify(ctx context.Context) (bool, error)
+	// releaseCalls are the calls that release the hold (as release does),
+	// for Close's pipelines. nil: the hold releases itself through release
+	// (a RedLock's: a quorum of nodes).
+	releaseCalls() []scriptCall
 	// renewCalls are the calls by which the watchdog renews the hold to
 	// ttl in its pipelines: the hold is renewed when every call returns 1,
 	// and lost when any returns 0. nil: the hold renews itself through

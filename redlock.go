@@ -149,7 +149,8 @@ var (
 // makes the lock hold on more nodes): they run under ctx's values with a
 // timeout of callTimeout. late, if not nil, runs in the node's goroutine for
 // each reply that came after the collection ended. finished is closed once
-// every call (and late) is done.
+// every call (and late) is done. The goroutines are the first Client's: its
+// Close waits for them.
 func (r *RedLock) quorum(ctx context.Context, wait, grace, callTimeout time.Duration, stop func(n, q, yes, got int) bool, call func(ctx context.Context, i int) nodeReply, late func(nodeReply)) (replies []nodeReply, finished <-chan struct{}) {
 	n := len(r.clients)
 	q := n/2 + 1
@@ -157,16 +158,17 @@ func (r *RedLock) quorum(ctx context.Context, wait, grace, callTimeout time.Dura
 	var running sync.WaitGroup
 	running.Add(n)
 	done := make(chan struct{})
-	go func() {
+	g := &r.clients[0].retries
+	g.Go(func() {
 		running.Wait()
 		cancel()
 		close(done)
-	}()
+	})
 	ch := make(chan nodeReply, n)
 	var mu sync.Mutex
 	decided := false
 	for i := range r.clients {
-		go func() {
+		g.Go(func() {
 			defer running.Done()
 			rep := call(cctx, i)
 			rep.i = i
@@ -180,7 +182,7 @@ func (r *RedLock) quorum(ctx context.Context, wait, grace, callTimeout time.Dura
 			if late != nil {
 				late(rep)
 			}
-		}()
+		})
 	}
 	yes := 0
 	start := time.Now()
@@ -289,7 +291,7 @@ func (s redShape) try(ctx context.Context, a *attempt) (grant, error) {
 	late := func(rep nodeReply) {
 		if rep.yes || rep.err != nil {
 			<-settled
-			if !acquired || s.att.isReleased() {
+			if (!acquired || s.att.isReleased()) && !s.r.clients[0].isClosed() { // Close released every node
 				ops.releaseNode(rep.i)
 			}
 		}
@@ -332,7 +334,7 @@ func (s redShape) try(ctx context.Context, a *attempt) (grant, error) {
 				ops.releaseNode(rep.i)
 			}()
 		case rep.err != nil:
-			go ops.releaseNode(rep.i)
+			s.r.clients[0].retries.Go(func() { ops.releaseNode(rep.i) })
 		}
 	}
 	wg.Wait()
@@ -398,6 +400,8 @@ func (o redOps) vote(ctx context.Context, what string, stop func(n, q, yes, got 
 	}
 	return false, fmt.Errorf("%s: no quorum (%d yes, %d no of %d): %w", what, yes, no, n, err)
 }
+
+func (o redOps) releaseCalls() []scriptCall { return nil }
 
 func (o redOps) renewCalls(time.Duration) []scriptCall { return nil }
 

@@ -80,12 +80,17 @@ func (o *reentrantOps) extend(ctx context.Context, ttl time.Duration) (bool, err
 	return n == 1, err
 }
 
-// release undoes one hold: the Unlock call's operation id makes a retry
-// that was already applied change nothing.
-func (o *reentrantOps) release(ctx context.Context) (seam.Released, error) {
+// releaseCall undoes one hold: the call's operation id (one per Unlock)
+// makes a retry that was already applied change nothing.
+func (o *reentrantOps) releaseCall() scriptCall {
 	c := o.c
-	args := append(o.k.begin(reentrantRelease, 4), o.args.token, ids.Op(), o.k.args[4], c.argCheck)
-	n, err := c.callInt(ctx, scriptCall{reentrantRelease, args})
+	return scriptCall{reentrantRelease, append(o.k.begin(reentrantRelease, 4), o.args.token, ids.Op(), o.k.args[4], c.argCheck)}
+}
+
+func (o *reentrantOps) releaseCalls() []scriptCall { return []scriptCall{o.releaseCall()} }
+
+func (o *reentrantOps) release(ctx context.Context) (seam.Released, error) {
+	n, err := o.c.callInt(ctx, o.releaseCall())
 	return seam.Released(n), err
 }
 

@@ -143,8 +143,14 @@ func (o readOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	return n == 1, err
 }
 
+func (o readOps) releaseCall() scriptCall {
+	return rwReadRelease.call([]string{o.k.readers, o.k.holds}, o.owner, ids.Op(), o.k.wake)
+}
+
+func (o readOps) releaseCalls() []scriptCall { return []scriptCall{o.releaseCall()} }
+
 func (o readOps) release(ctx context.Context) (seam.Released, error) {
-	n, err := o.c.callInt(ctx, rwReadRelease.call([]string{o.k.readers, o.k.holds}, o.owner, ids.Op(), o.k.wake))
+	n, err := o.c.callInt(ctx, o.releaseCall())
 	return seam.Released(n), err
 }
 

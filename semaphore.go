@@ -228,6 +228,8 @@ func (o semOps) releaseCall() scriptCall {
 	return semRelease.call([]string{o.k.lock, o.k.data}, o.id, o.k.wake)
 }
 
+func (o semOps) releaseCalls() []scriptCall { return []scriptCall{o.releaseCall()} }
+
 func (o semOps) renewCalls(ttl time.Duration) []scriptCall {
 	return []scriptCall{semExtend.call([]string{o.k.lock, o.k.data}, o.id, ms(ttl))}
 }
@@ -250,6 +252,14 @@ func (o semOps) verify(ctx context.Context) (bool, error) {
 // permitsOps gives back all permits of one grant (an undone acquisition);
 // it is never a Lease's ops.
 type permitsOps []semOps
+
+func (p permitsOps) releaseCalls() []scriptCall {
+	calls := make([]scriptCall, len(p))
+	for i, o := range p {
+		calls[i] = o.releaseCall()
+	}
+	return calls
+}
 
 func (p permitsOps) renewCalls(time.Duration) []scriptCall { return nil }
 

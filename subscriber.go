@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlockgo/dlock/internal/ids"
@@ -31,15 +32,28 @@ import (
 // that finds such a channel without waiters is kept for missedWindow and
 // wakes the next waiter to join: it may have been refused just before the
 // release and joined just after the message.
+//
+// No network call is made under mu: SUBSCRIBE and UNSUBSCRIBE are sent by
+// one goroutine (run) that also owns the connection, so a join, a leave and
+// the reader never wait for a connection that is being re-established (a
+// slow or dead server, CLIENT KILL, a failover), and neither does an
+// Acquire past its deadline: its waiter waits on its timer and ctx, and the
+// subscription's confirmation wakes it when it comes. A SUBSCRIBE that
+// fails is counted (Stats.SubscribeErrors) and sent again by go-redis when
+// it reconnects.
 type subscriber struct {
 	c  *Client
 	id string // this Client's id in per-Client channel names (lock wake + ":" + id)
 
 	mu     sync.Mutex
-	ps     *redis.PubSub // created on first use
-	done   chan struct{} // closed when the reader goroutine exits
 	chans  map[string]*wakeChannel
+	want   map[string]bool // subscriptions to change (true: SUBSCRIBE, false: UNSUBSCRIBE), for run
+	done   chan struct{}   // closed when run and the reader have exited; nil until run starts
 	closed bool
+
+	kick     chan struct{} // want changed, or the subscriber closed
+	errs     atomic.Int64  // SUBSCRIBE and UNSUBSCRIBE calls that failed
+	closeErr error         // the pub/sub connection's Close's, once done is closed
 }
 
 // subscriptionLinger is how long an idle channel stays subscribed;
@@ -90,7 +104,7 @@ type waiter struct {
 }
 
 func newSubscriber(c *Client) *subscriber {
-	return &subscriber{c: c, id: ids.Op(), chans: make(map[string]*wakeChannel)}
+	return &subscriber{c: c, id: ids.Op(), chans: make(map[string]*wakeChannel), want: make(map[string]bool), kick: make(chan struct{}, 1)}
 }
 
 // join registers a waiter with id on channel, and subscribes the channel
@@ -109,7 +123,7 @@ func (s *subscriber) join(channel, id string, listen bool) *waiter {
 	}
 	if listen && !wc.subscribed {
 		wc.subscribed = true
-		s.subscribe(channel)
+		s.change(channel, true)
 	}
 	if wc.idle != nil {
 		wc.idle.Stop()
@@ -168,16 +182,87 @@ func (s *subscriber) handed(w *waiter, usable func(handoff) bool) (handoff, bool
 	return *h, true
 }
 
-// subscribe sends SUBSCRIBE; s.mu is held. A failure is not fatal: go-redis
-// reconnects and resubscribes, and waiters also wake on their timers.
-func (s *subscriber) subscribe(channel string) {
-	if s.ps == nil {
-		s.ps = s.c.rdb.Subscribe(context.Background())
+// change asks run to subscribe channel (on) or unsubscribe it, starting
+// run on first use; s.mu is held.
+func (s *subscriber) change(channel string, on bool) {
+	s.want[channel] = on
+	if s.done == nil {
 		s.done = make(chan struct{})
-		go s.read(s.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)))
+		go s.run(s.done)
 	}
-	if err := s.ps.Subscribe(context.Background(), channel); err != nil && s.c.logger != nil {
-		s.c.logger.Debug("dlock: subscribe failed", "channel", channel, "err", err)
+	s.signal()
+}
+
+// signal wakes run.
+func (s *subscriber) signal() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run owns the pub/sub connection: it sends the subscriptions join and
+// expire ask for, in the order asked, until the subscriber closes; then it
+// closes the connection and waits for the reader. A failed call is not
+// fatal: go-redis reconnects and resubscribes every channel it was asked
+// for, and waiters also wake on their timers.
+func (s *subscriber) run(done chan struct{}) {
+	var ps *redis.PubSub
+	var read chan struct{} // closed when the reader exits
+	defer func() {
+		if ps != nil {
+			err := ps.Close()
+			<-read
+			s.mu.Lock()
+			s.closeErr = err
+			s.mu.Unlock()
+		}
+		close(done)
+	}()
+	ctx := s.c.bg // cancelled by Close: a call still trying to connect gives up
+	for range s.kick {
+		s.mu.Lock()
+		closed, want := s.closed, s.want
+		if len(want) > 0 {
+			s.want = make(map[string]bool)
+		}
+		s.mu.Unlock()
+		if closed {
+			return
+		}
+		var sub, unsub []string
+		for channel, on := range want {
+			if on {
+				sub = append(sub, channel)
+			} else {
+				unsub = append(unsub, channel)
+			}
+		}
+		if ps == nil {
+			if len(sub) == 0 {
+				continue
+			}
+			ps = s.c.rdb.Subscribe(ctx)
+			read = make(chan struct{})
+			go s.read(ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)), read)
+		}
+		if len(unsub) > 0 {
+			s.failed("unsubscribe", unsub, ps.Unsubscribe(ctx, unsub...))
+		}
+		if len(sub) > 0 {
+			s.failed("subscribe", sub, ps.Subscribe(ctx, sub...))
+		}
+	}
+}
+
+// failed counts and logs (Debug) a pub/sub call that failed with err.
+func (s *subscriber) failed(op string, channels []string, err error) {
+	if err == nil || s.c.bg.Err() != nil {
+		return
+	}
+	s.errs.Add(1)
+	if s.c.logger != nil {
+		s.c.logger.Debug("dlock: "+op+" failed", "channels", channels, "err", err)
 	}
 }
 
@@ -222,7 +307,7 @@ func (s *subscriber) expire(channel string, wc *wakeChannel) {
 		return
 	}
 	delete(s.chans, channel)
-	_ = s.ps.Unsubscribe(context.Background(), channel)
+	s.change(channel, false)
 }
 
 // pass hands a wake-up w could not use on to the next local waiter.
@@ -234,9 +319,10 @@ func (s *subscriber) pass(w *waiter) {
 	}
 }
 
-// wait blocks until a wake-up, d elapsed, or ctx is done (its error). A nil
-// waiter (no channel to listen on) waits on the timer only.
-func (w *waiter) wait(ctx context.Context, d time.Duration) error {
+// wait blocks until a wake-up, d elapsed, ctx is done (its error), or
+// closed is closed (ErrClosed). A nil waiter (no channel to listen on)
+// waits on the timer only.
+func (w *waiter) wait(ctx context.Context, closed <-chan struct{}, d time.Duration) error {
 	var wake <-chan struct{}
 	if w != nil {
 		wake = w.wake
@@ -250,6 +336,8 @@ func (w *waiter) wait(ctx context.Context, d time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-closed:
+		return ErrClosed
 	}
 }
 
@@ -294,8 +382,8 @@ func (wc *wakeChannel) wakeAll() {
 	}
 }
 
-func (s *subscriber) read(msgs <-chan any) {
-	defer close(s.done)
+func (s *subscriber) read(msgs <-chan any, done chan struct{}) {
+	defer close(done)
 	for m := range msgs {
 		s.mu.Lock()
 		switch m := m.(type) {
@@ -325,21 +413,36 @@ func (s *subscriber) read(msgs <-chan any) {
 	}
 }
 
-func (s *subscriber) close() error {
+// stop wakes every waiter and tells run to close the pub/sub connection.
+func (s *subscriber) stop() {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.closed = true
-	ps, done := s.ps, s.done
 	for _, wc := range s.chans {
 		if wc.idle != nil {
 			wc.idle.Stop()
 		}
 		wc.wakeAll()
 	}
+	s.signal()
+}
+
+// wait waits until run has closed the connection, or ctx is done (a
+// connection being re-established holds go-redis's lock until its dial
+// gives up), and returns the connection's Close's error.
+func (s *subscriber) wait(ctx context.Context) error {
+	s.mu.Lock()
+	done := s.done
 	s.mu.Unlock()
-	if ps == nil {
+	if done == nil {
 		return nil
 	}
-	err := ps.Close()
-	<-done
-	return err
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closeErr
 }

@@ -28,8 +28,8 @@ type watchdog struct {
 	timeout  time.Duration // the lease of the holds it renews
 	batch    int           // holds per pipeline
 	interval time.Duration
-	stop     chan struct{}
-	done     chan struct{}
+	quit     chan struct{} // closed by stop
+	done     chan struct{} // closed when run and its rounds have ended
 	once     sync.Once
 
 	// The self-renewing holds' rounds: ended by close, waited for by run.
@@ -43,19 +43,27 @@ type watchdog struct {
 func newWatchdog(s *scripter, k *seam.Keeper[*attempt], timeout time.Duration, batch int) *watchdog {
 	w := &watchdog{
 		scripts: s, keeper: k, timeout: timeout, batch: batch, interval: timeout / 3,
-		stop: make(chan struct{}), done: make(chan struct{}),
+		quit: make(chan struct{}), done: make(chan struct{}),
 	}
 	w.ownCtx, w.ownCancel = context.WithCancel(context.Background())
 	go w.run()
 	return w
 }
 
-func (w *watchdog) close() {
+// stop ends the loop: no round starts after it (the one in flight ends).
+func (w *watchdog) stop() {
 	w.once.Do(func() {
-		close(w.stop)
+		close(w.quit)
 		w.ownCancel()
 	})
-	<-w.done
+}
+
+// wait waits until the loop and its rounds have ended, or ctx is done.
+func (w *watchdog) wait(ctx context.Context) {
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+	}
 }
 
 func (w *watchdog) run() {
@@ -65,7 +73,7 @@ func (w *watchdog) run() {
 	defer t.Stop()
 	for {
 		select {
-		case <-w.stop:
+		case <-w.quit:
 			return
 		case <-t.C:
 			w.renewAll()

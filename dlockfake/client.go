@@ -108,7 +108,9 @@ func (c *Client) Close() error {
 		c.renewal.Stop()
 	}
 	c.mu.Unlock()
-	c.keeper.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), seam.CloseTimeout)
+	defer cancel()
+	c.keeper.Close(ctx, nil)
 	return nil
 }
 

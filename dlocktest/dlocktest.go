@@ -19,11 +19,14 @@
 // one stops blocking the queue), Inspect (one meaning of seam.Info on
 // every backend), leader election (package election on the backend's
 // Mutex and Inspect: one leader at a time, increasing tokens, a closed
-// leader followed by another) and bad input.
+// leader followed by another, a panicking leader that gives the lock up,
+// as under Do), Close (it ends waiting Acquire calls with ErrClosed,
+// returns within seam.CloseTimeout with the client cut off from its store,
+// and leaves no goroutine of the backend running) and bad input.
 //
 // The files are the concepts: dlocktest.go the Backend, the Client and the
 // basic lock behaviour; maxhold.go, semaphore.go, multilock.go,
-// queuetimeout.go, inspect.go and election.go the rest.
+// queuetimeout.go, inspect.go, election.go and close.go the rest.
 package dlocktest
 
 import (
@@ -82,8 +85,8 @@ type Backend struct {
 	// passing, its connections stay open: a partition, or a paused
 	// process, as the server sees it). The client's own leases and session
 	// must outlive QueueTimeout by several seconds, so that the test can
-	// tell a queue timeout from an expired session. nil skips the test of a
-	// silent waiter.
+	// tell a queue timeout from an expired session. nil skips the tests of
+	// a silent waiter and of Close with the store cut off.
 	NewCutClient func(t testing.TB) (Client, func())
 	// NewObservedClient is NewClient with an Observer that receives the
 	// new client's lock events (its Config.Observer); nil skips the
@@ -143,7 +146,10 @@ func Run(t *testing.T, b Backend) {
 		t.Run("Stolen/"+sh.name, func(t *testing.T) { s.stolen(t, sh) })
 		t.Run("Deleted/"+sh.name, func(t *testing.T) { s.deleted(t, sh) })
 		t.Run("Close/"+sh.name, func(t *testing.T) { s.close(t, sh) })
+		t.Run("CloseEndsWaiter/"+sh.name, func(t *testing.T) { s.closeEndsWaiter(t, sh) })
 	}
+	t.Run("CloseBounded", s.closeBounded)
+	t.Run("NoGoroutineAfterClose", s.noGoroutineAfterClose)
 	for _, sh := range s.exclusive()[:2] {
 		t.Run("MaxHold/"+sh.name, func(t *testing.T) { s.maxHold(t, sh) })
 	}
@@ -159,6 +165,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("Inspect/Semaphore", s.inspectSemaphore)
 	t.Run("Election/OneLeaderAtATime", s.electionTerms)
 	t.Run("Election/Failover", s.electionFailover)
+	t.Run("PanicReleases", s.panicReleases)
 	t.Run("MultiLock/AllOrNone", s.multiAllOrNone)
 	t.Run("MultiLock/MutualExclusion", s.multiMutualExclusion)
 	t.Run("MultiLock/BadInput", s.multiBadInput)

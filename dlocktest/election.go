@@ -192,3 +192,47 @@ func (s *suite) electionFailover(t *testing.T) {
 		}
 	}
 }
+
+// panicReleases: a function that panics under Do or under Lead releases
+// the lock, and the panic goes on with its value: the next holder gets the
+// lock at once, not when a lease would run out (a recovered panic of a
+// leader must not keep leadership for as long as the process lives).
+func (s *suite) panicReleases(t *testing.T) {
+	n := name(t)
+	cs, es := s.elections(t, 2, n)
+	ctx := testCtx(t, 30*time.Second)
+	type boom struct{ where string }
+	recovered := func(where string, run func()) {
+		t.Helper()
+		defer func() {
+			if r := recover(); r != (boom{where}) {
+				t.Fatalf("%s: recovered %v, want the function's panic", where, r)
+			}
+		}()
+		run()
+		t.Fatalf("%s returned after its function panicked", where)
+	}
+	recovered("Do", func() {
+		_ = dlock.Do(ctx, cs[0].Mutex(n), func(context.Context, *dlock.Lease) error { panic(boom{"Do"}) })
+	})
+	l, err := cs[1].Mutex(n).Acquire(ctx, dlock.Wait(0))
+	if err != nil {
+		t.Fatalf("the lock after a panic under Do: %v, want it released", err)
+	}
+	unlock(t, l)
+	var term election.Term
+	recovered("Lead", func() {
+		_ = es[0].Lead(ctx, func(tm election.Term) error {
+			term = tm
+			panic(boom{"Lead"})
+		})
+	})
+	if err := term.Context.Err(); err == nil {
+		t.Fatal("the term of a leader whose function panicked has not ended")
+	}
+	l, err = cs[1].Mutex(n).Acquire(ctx, dlock.Wait(0))
+	if err != nil {
+		t.Fatalf("the lock after a panic under Lead: %v, want it released", err)
+	}
+	unlock(t, l)
+}

@@ -61,13 +61,18 @@ type Term struct {
 // runs fn with the term (run the leader's work under term.Context, and
 // return when it is cancelled); when fn returns, the term ends and the
 // lock is released. If fn returns nil or the term was lost (whatever fn
-// returned then), Lead campaigns again; if fn returns another error, Lead
-// ends with it. Lead returns ctx's error when ctx is done (the lock
+// returned then), Lead campaigns again; if fn returns another error (one
+// that wraps context.Canceled too), Lead ends with it. If fn panics, the
+// term ends and the lock is released, and the panic goes on with its
+// value (as under dlock.Do): a program that recovers it does not keep
+// leadership. Lead returns ctx's error when ctx is done (the lock
 // released if it was held), an error of the backend that makes
 // campaigning impossible (bad input, a closed client, a name whose key
 // holds another type), or fn's error. A campaign refused at once (a Wait
 // among the options that ran out) is tried again no sooner than 200 ms
-// after the previous one.
+// after the previous one. A release that fails (the store unreachable)
+// leaves the lock to expire by itself and Lead campaigns again; the
+// backend's Observer sees it (observe.ReleaseEvent.Err).
 func (e *Election) Lead(ctx context.Context, fn func(term Term) error) error {
 	if err := seam.CheckContext(ctx); err != nil {
 		return fmt.Errorf("dlock: lead: %w", err)
@@ -93,20 +98,27 @@ func (e *Election) Lead(ctx context.Context, fn func(term Term) error) error {
 			}
 			continue
 		}
-		ferr := fn(Term{Context: l.Context(), Token: l.Token(), Since: time.Now(), Lease: l})
-		lost := l.Err() != nil
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		uerr := l.Unlock(uctx)
-		cancel()
+		ferr, lost := lead(ctx, l, fn)
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case ferr != nil && !lost && !errors.Is(ferr, dlock.ErrLockLost) && !errors.Is(ferr, context.Canceled):
+		case ferr != nil && !lost && !errors.Is(ferr, dlock.ErrLockLost):
 			return ferr
-		case uerr != nil && !errors.Is(uerr, dlock.ErrLockLost):
-			// the release failed: the lock expires by itself; campaign again
 		}
 	}
+}
+
+// lead runs one term of fn under l and releases l when fn returns or
+// panics (the panic goes on after the release). lost reports whether the
+// term was lost before fn returned.
+func lead(ctx context.Context, l *dlock.Lease, fn func(term Term) error) (ferr error, lost bool) {
+	defer func() {
+		lost = l.Err() != nil
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = l.Unlock(uctx) // a failed release: the lock expires by itself (ReleaseEvent.Err)
+	}()
+	return fn(Term{Context: l.Context(), Token: l.Token(), Since: time.Now(), Lease: l}), false
 }
 
 // retryAfter is the least time between two campaigns of Lead that did not

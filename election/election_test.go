@@ -282,3 +282,25 @@ func (l *countingLocker) Acquire(ctx context.Context, opts ...dlock.Option) (*dl
 	l.calls.Add(1)
 	return l.Locker.Acquire(ctx, opts...)
 }
+
+// TestLeadEndsWithFnCanceledError: fn's error ends Lead when the term was
+// not lost, also an error that wraps context.Canceled (the leader's own
+// call cancelled): only nil or a lost term makes Lead campaign again.
+func TestLeadEndsWithFnCanceledError(t *testing.T) {
+	rdb := redistest.Client(t, redistest.Start(t))
+	c := newClient(t, rdb)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	own := fmt.Errorf("the leader's own call: %w", context.Canceled)
+	terms := 0
+	err := election.New(c.Mutex("canceled-error"), c).Lead(ctx, func(election.Term) error {
+		terms++
+		if terms > 1 {
+			cancel()
+		}
+		return own
+	})
+	if !errors.Is(err, own) || terms != 1 {
+		t.Fatalf("Lead after fn returned %v: %v after %d terms, want fn's error after one term", own, err, terms)
+	}
+}

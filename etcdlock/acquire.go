@@ -113,6 +113,12 @@ func (c *Client) acquire(ctx context.Context, sh shape, opts []dlock.Option) (l 
 	default: // until ctx ends (a wait makes the watches' own context)
 		a.wctx = sctx
 	}
+	// Close ends the attempt, also in the middle of a request to an etcd
+	// that does not answer.
+	wctx, cancel := context.WithCancel(a.wctx)
+	defer cancel()
+	defer context.AfterFunc(c.bg, cancel)()
+	a.wctx = wctx
 	if sh.hold != nil {
 		a.owner = seam.OwnerOf(ctx)
 		a.hold = sh.hold(a.owner)
@@ -196,6 +202,8 @@ func (a *attempt) fail(err error) error {
 	switch {
 	case a.ctx.Err() != nil:
 		return seam.Wrap("acquire", kind, name, a.ctx.Err())
+	case a.c.bg.Err() != nil: // Close
+		return seam.Wrap("acquire", kind, name, dlock.ErrClosed)
 	case errors.Is(err, errRefused) || a.wctx.Err() != nil:
 		cause := a.last
 		if cause == nil && !errors.Is(err, errRefused) && !isCtxErr(err) {

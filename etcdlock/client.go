@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/internal/tasks"
 	"github.com/dlockgo/dlock/observe"
 	"github.com/dlockgo/dlock/seam"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -87,7 +88,7 @@ type Client struct {
 
 	bg     context.Context // background work; cancelled by Close
 	stopBg context.CancelFunc
-	wg     sync.WaitGroup
+	wg     tasks.Group   // the keepalive loop and background work: Close waits for them
 	kick   chan struct{} // a new session for the keepalive loop
 	grants chan struct{} // one session grant at a time
 
@@ -131,11 +132,14 @@ func New(cli *clientv3.Client, cfg ...Config) (*Client, error) {
 // TTL returns the session lease's TTL as asked for (etcd may raise it).
 func (c *Client) TTL() time.Duration { return c.ttl }
 
-// Close reports every lease still held through this Client lost (nothing
-// will renew it any more) and releases it in etcd if it is still ours, then
-// revokes the session lease, which removes every key of the Client (held
-// locks and waiting places) at once. Acquisitions in progress return
-// ErrClosed. Close is idempotent; it does not close the etcd client.
+// Close reports every lease still held through this Client lost at once
+// (nothing will renew it any more) and releases it in etcd if it is still
+// ours (all at once), then revokes the session lease, which removes every
+// key of the Client (held locks and waiting places) at once. Acquisitions
+// in progress return ErrClosed. Close returns within seam.CloseTimeout (2
+// s) plus a round trip, whatever the number of leases and whether etcd
+// answers; a key it could not remove then goes with its lease (at most the
+// TTL later). Close is idempotent; it does not close the etcd client.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -146,12 +150,12 @@ func (c *Client) Close() error {
 	s := c.sess
 	c.sess = nil
 	c.mu.Unlock()
-	c.keeper.Close() // holders are told before their keys go
-	c.stopBg()
-	c.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), seam.CloseTimeout)
+	defer cancel()
+	c.stopBg()               // acquisitions in progress and the keepalive end
+	c.keeper.Close(ctx, nil) // holders are told before their keys go
+	c.wg.Wait(ctx)
 	if s != nil && s.end() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
 		if _, err := c.cli.Revoke(ctx, s.id); err != nil && !isCtxErr(err) {
 			return fmt.Errorf("dlock: close: revoking the session lease: %w (it expires within %v)", err, s.ttl)
 		}

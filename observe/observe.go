@@ -90,6 +90,9 @@ type ReleaseEvent struct {
 	FoundLost   bool          // the release found the lock no longer ours
 	LostBefore  bool          // the Lease had been lost (and reported) before this Unlock
 	Last        bool          // this Unlock ended the hold: no other Lease of its owner holds it
+	// Err is the store's error when the release failed (Unlock returned
+	// it): the lock stays held in the store until its lease runs out.
+	Err error
 }
 
 // LostEvent reports a hold lost while held: once per hold, also when an

@@ -135,8 +135,8 @@ func Example() {
 	s := &store{holds: map[string]storeHold{}}
 	a := &client{s, seam.NewKeeper[ops](nil, nil)}
 	b := &client{s, seam.NewKeeper[ops](nil, nil)}
-	defer a.k.Close()
-	defer b.k.Close()
+	defer a.k.Close(context.Background(), nil)
+	defer b.k.Close(context.Background(), nil)
 	ctx := context.Background()
 
 	la, err := a.acquire(ctx, "orders/42", seam.LeaseTime(50*time.Millisecond))

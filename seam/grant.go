@@ -70,7 +70,7 @@ type Grant[O GrantOps] struct {
 	// (observe.LostMaxHold) and released in the store (Options.MaxHold).
 	MaxHold time.Duration
 	Ops     O
-	OnLost  func(*Lease) // run (in its own goroutine) when the Lease is lost
+	OnLost  func(*Lease) // run (in its own goroutine, which Keeper.Close waits for) when the Lease is lost
 }
 
 // grant is a Grant as the Keeper keeps it.

@@ -39,6 +39,7 @@ type hold struct {
 	one      [1]*Lease
 	lost     error // non-nil once lost; wraps ErrLockLost
 	ended    bool  // lost, or its last Lease released: it takes no new Lease
+	freed    bool  // ended, and released in the store by the Keeper (MaxHold, Close): Unlock sends nothing
 	renewals int
 
 	first Lease // the first Lease, allocated with the hold
@@ -96,15 +97,20 @@ func (h *hold) armTopUp(short, end time.Time) {
 }
 
 // topUpTo extends the hold to end unless an Extend or a renewal already
-// moved its deadline past short, the short grant's.
+// moved its deadline past short, the short grant's, or the hold ended (a
+// Close waits for a top-up under way).
 func (h *hold) topUpTo(short, end time.Time) {
 	k := h.k
 	k.mu.Lock()
-	done := h.ended || h.deadline.After(short)
+	done := h.ended || h.deadline.After(short) || k.closed
+	if !done {
+		k.bg.Add(1)
+	}
 	k.mu.Unlock()
 	if done {
 		return
 	}
+	defer k.bg.Done()
 	d := clock.Until(k.clock, end)
 	if h.g.renewed {
 		d = h.g.ttl
@@ -196,13 +202,9 @@ func (h *hold) pastDeadline() {
 		k.mu.Unlock()
 		return
 	}
-	reason := h.expiryReason()
-	marked, renewals := k.end(h, reason)
+	after := k.endPastLocked(h)
 	k.mu.Unlock()
-	h.report(reason, marked, renewals)
-	if reason == observe.LostMaxHold {
-		go giveBack(context.Background(), h.g.ops) // free the lock for others: its holder is past its cap
-	}
+	after()
 }
 
 // report tells the observer and the log that the hold was lost, ending

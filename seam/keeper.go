@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlockgo/dlock/internal/clock"
+	"github.com/dlockgo/dlock/internal/tasks"
 	"github.com/dlockgo/dlock/observe"
 )
 
@@ -59,7 +61,7 @@ func (k *Keeper[O]) Lease(ctx context.Context, g Grant[O]) (*Lease, error) {
 // GiveBack releases a grant nobody will hold (a reentrant re-entry's
 // release undoes just that re-entry), within a bounded time and whatever
 // ctx says.
-func (k *Keeper[O]) GiveBack(ctx context.Context, g Grant[O]) { giveBack(ctx, g.Ops) }
+func (k *Keeper[O]) GiveBack(ctx context.Context, g Grant[O]) { k.k.giveBack(ctx, g.Ops, 1) }
 
 // Join adds a Lease for owner to the live hold whose Grant.Key is key (a
 // reentrant re-entry the store need not hear of: a backend whose store
@@ -168,11 +170,48 @@ func (k *Keeper[O]) Count() (holds, renewed int) {
 	return holds, renewed
 }
 
-// Close loses every hold (LostClosed: nothing will renew it any more) and
-// releases its grant in the store if it is still ours; after Close, Lease
-// gives every grant back and returns ErrClosed, and Enter returns
-// ErrClosed. Close is idempotent.
-func (k *Keeper[O]) Close() { k.k.close() }
+// CloseTimeout bounds the Close of every backend client: it returns within
+// this long (plus a round trip), whatever the number of holds and whether
+// the store answers.
+const CloseTimeout = 2 * time.Second
+
+// Close loses every hold at once (LostClosed: nothing will renew it any
+// more; every Lease is told before Close sends anything) and then releases
+// the grants in the store, each if it is still ours: the whole hold, so a
+// grant whose store counts re-entries (StoreCounts) is released once for
+// every Lease still holding it. release gets every release to send at once
+// (one entry per release: a backend that can send many in one round trip
+// pipelines them) and returns how many failed; nil releases each through
+// its own Release, all at once. Close returns when the releases and the
+// Keeper's own goroutines (give-backs, top-ups, releases of lost Leases)
+// have ended, or when ctx is done, whichever is first: give it a deadline
+// (CloseTimeout). A release still in flight then ends by the store
+// client's own timeouts; nothing new is sent.
+//
+// After Close, Lease gives every grant back and returns ErrClosed, Enter
+// returns ErrClosed, and an Unlock sends nothing (Close released the
+// hold). Close is idempotent: a second call returns at once.
+func (k *Keeper[O]) Close(ctx context.Context, release func(ctx context.Context, ops []O) (failed int)) {
+	all := func(ctx context.Context, ops []GrantOps) int {
+		os := make([]O, len(ops))
+		for i, o := range ops {
+			os[i] = o.(O)
+		}
+		if release != nil {
+			return release(ctx, os)
+		}
+		return releaseEach(ctx, os)
+	}
+	k.k.close(ctx, all)
+}
+
+// GiveBackErrors returns how many of the releases the Keeper sent on its
+// own since NewKeeper failed in the store: give-backs (a grant nobody will
+// hold: late, cancelled, after Close), the release of a hold at its
+// MaxHold, and Close's. Each left its lock held in the store until the
+// grant's lease runs out (the backend's Stats can show it; an Unlock's
+// failed release is the caller's error instead, and ReleaseEvent.Err).
+func (k *Keeper[O]) GiveBackErrors() int64 { return k.k.giveBackErrs.Load() }
 
 // Closed reports whether Close was called.
 func (k *Keeper[O]) Closed() bool {
@@ -243,18 +282,21 @@ type keeper struct {
 	armed  time.Time        // when timer fires (zero: stopped)
 	closed bool
 	closeC chan struct{} // closed by close (Enter's waits end)
+
+	bg           tasks.Group // the goroutines the Keeper started (give-backs, top-ups, lost releases): Close waits for them
+	giveBackErrs atomic.Int64
 }
 
 func (k *keeper) lease(ctx context.Context, g grant) (*Lease, error) {
 	if err := ctx.Err(); err != nil { // cancelled while the grant was in flight: give it back
-		giveBack(ctx, g.ops)
+		k.giveBack(ctx, g.ops, 1)
 		return nil, Wrap("acquire", g.shape, g.name, err)
 	}
 	deadline := g.sent.Add(g.ttl - Drift(g.ttl))
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
-		giveBack(ctx, g.ops)
+		k.giveBack(ctx, g.ops, 1)
 		return nil, Wrap("acquire", g.shape, g.name, ErrClosed)
 	}
 	if h := k.keyed[g.key]; g.key != "" && h != nil && !h.ended {
@@ -389,13 +431,60 @@ func (k *keeper) each(f func(*hold)) {
 	}
 }
 
-// giveBack releases a grant nobody will hold.
-func giveBack(ctx context.Context, ops GrantOps) {
-	if ops != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
-		defer cancel()
-		_, _ = ops.Release(rctx)
+// giveBack sends n releases of a grant nobody will hold (n > 1: every
+// count of a hold the store counts), within unlockTimeout whatever ctx
+// says, and counts those that fail.
+func (k *keeper) giveBack(ctx context.Context, ops GrantOps, n int) {
+	if ops == nil {
+		return
 	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
+	defer cancel()
+	for range n {
+		if _, err := ops.Release(rctx); err != nil {
+			k.giveBackErrs.Add(1)
+		}
+	}
+}
+
+// releaseEach sends every release of ops at once, each through its own
+// Release, and returns how many failed.
+func releaseEach[O GrantOps](ctx context.Context, ops []O) int {
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for _, o := range ops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := o.Release(ctx); err != nil {
+				failed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return int(failed.Load())
+}
+
+// freeLocked marks the ended hold h released in the store by the Keeper
+// (MaxHold, Close: no Unlock sends anything after that) and returns how
+// many releases free it: one per Lease still holding it when the store
+// counts re-entries, else one. k.mu is held.
+func (h *hold) freeLocked() int {
+	h.freed = true
+	if h.g.storeCounts {
+		return max(len(h.leases), 1)
+	}
+	return 1
+}
+
+// goLocked runs f in a goroutine Close waits for, unless the Keeper is
+// closed (then it reports false and runs nothing). k.mu is held.
+func (k *keeper) goLocked(f func()) bool {
+	if k.closed {
+		return false
+	}
+	k.bg.Go(f)
+	return true
 }
 
 // register adds the new hold h; k.mu is held.
@@ -455,29 +544,35 @@ func (k *keeper) rearm() {
 // expire loses every hold whose deadline has passed, and arms the timer for
 // the next one.
 func (k *keeper) expire() {
-	type lost struct {
-		h                *hold
-		reason           observe.LostReason
-		leases, renewals int
-	}
-	var ended []lost
+	var after []func()
 	now := clock.Now(k.clock)
 	k.mu.Lock()
 	k.armed = time.Time{}
 	for len(k.due) > 0 && !now.Before(k.due[0].deadline) {
-		h := k.due[0]
-		reason := h.expiryReason()
-		marked, renewals := k.end(h, reason)
-		ended = append(ended, lost{h, reason, marked, renewals})
+		after = append(after, k.endPastLocked(k.due[0]))
 	}
 	k.rearm()
 	k.mu.Unlock()
-	for _, e := range ended {
-		e.h.report(e.reason, e.leases, e.renewals)
-		if e.reason == observe.LostMaxHold {
-			go giveBack(context.Background(), e.h.g.ops) // free the lock for others: its holder is past its cap
-		}
+	for _, f := range after {
+		f()
 	}
+}
+
+// endPastLocked ends h, whose deadline has passed, as lost, and returns
+// what follows once k.mu is released: the report, and at MaxHold the
+// release of the whole hold in the store (its holder is past its cap: the
+// lock is freed for others). k.mu is held.
+func (k *keeper) endPastLocked(h *hold) func() {
+	reason := h.expiryReason()
+	var n int
+	if reason == observe.LostMaxHold {
+		n = h.freeLocked()
+	}
+	marked, renewals := k.end(h, reason)
+	if n > 0 {
+		k.goLocked(func() { k.giveBack(context.Background(), h.g.ops, n) })
+	}
+	return func() { h.report(reason, marked, renewals) }
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -532,26 +627,55 @@ func (h *hold) stopTopUp() {
 	}
 }
 
-// detach removes l from its hold; when it was the last Lease the hold ends
-// (unregistered, no renewal any more) before any release is sent, and
-// detach returns last true. It also returns how many other Leases still
-// share the hold and the hold's renewals so far.
-func (k *keeper) detach(h *hold, l *Lease) (last bool, others, renewals int) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if i := slices.Index(h.leases, l); i >= 0 {
-		h.leases = slices.Delete(h.leases, i, i+1)
-	}
-	last = len(h.leases) == 0 && !h.ended
-	if last {
-		h.ended = true
-		h.stopTopUp()
-		k.unregister(h)
-	}
-	return last, len(h.leases), h.renewals
+// detachment is what Unlock learns as it detaches its Lease.
+type detachment struct {
+	lost             error // the Lease's loss, if it was lost first
+	freed            bool  // the Keeper released the hold in the store: send nothing
+	last             bool  // the hold ended with this Lease
+	others, renewals int
 }
 
-func (k *keeper) close() {
+// detach marks l released and removes it from its hold, in one step under
+// the Keeper's lock, so a loss is either seen by this Unlock (lost is set)
+// or comes after the Lease left (it is not this Lease's); a hold whose
+// deadline has passed is lost first. When l was the last Lease the hold
+// ends (unregistered, no renewal any more) before any release is sent. ok
+// is false if l was already released.
+func (k *keeper) detach(h *hold, l *Lease) (d detachment, ok bool) {
+	k.mu.Lock()
+	var after func()
+	if !h.ended && !clock.Now(k.clock).Before(h.deadline) {
+		after = k.endPastLocked(h)
+	}
+	l.mu.Lock()
+	ok = !l.released
+	l.released = true
+	d.lost = l.err
+	l.mu.Unlock()
+	if ok {
+		if i := slices.Index(h.leases, l); i >= 0 {
+			h.leases = slices.Delete(h.leases, i, i+1)
+		}
+		d.last = len(h.leases) == 0 && !h.ended
+		if d.last {
+			h.ended = true
+			h.stopTopUp()
+			k.unregister(h)
+		}
+	}
+	d.freed, d.others, d.renewals = h.freed, len(h.leases), h.renewals
+	k.mu.Unlock()
+	if after != nil {
+		after()
+	}
+	return d, ok
+}
+
+func (k *keeper) close(ctx context.Context, release func(context.Context, []GrantOps) int) {
+	type ended struct {
+		h                *hold
+		marked, renewals int
+	}
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
@@ -561,17 +685,27 @@ func (k *keeper) close() {
 	if k.closeC != nil {
 		close(k.closeC)
 	}
-	hs := slices.Clone([]*hold(k.due))
 	if k.timer != nil {
 		k.timer.Stop()
 	}
-	k.mu.Unlock()
-	for _, h := range hs {
-		h.lose(observe.LostClosed)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, _ = h.g.ops.Release(ctx)
-		cancel()
+	var all []ended
+	var ops []GrantOps
+	for len(k.due) > 0 {
+		h := k.due[0]
+		for range h.freeLocked() {
+			ops = append(ops, h.g.ops)
+		}
+		marked, renewals := k.end(h, observe.LostClosed)
+		all = append(all, ended{h, marked, renewals})
 	}
+	k.mu.Unlock()
+	for _, e := range all {
+		e.h.report(observe.LostClosed, e.marked, e.renewals)
+	}
+	if len(ops) > 0 {
+		k.bg.Go(func() { k.giveBackErrs.Add(int64(release(ctx, ops))) })
+	}
+	k.bg.Wait(ctx)
 }
 
 func isNotAcquired(err error) bool { return errors.Is(err, ErrNotAcquired) }

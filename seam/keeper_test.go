@@ -6,13 +6,15 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dlockgo/dlock/observe"
 )
 
 // TestKeeperJoin: a backend's re-entry joins a live hold without the store;
 // with no live hold it makes nothing.
 func TestKeeperJoin(t *testing.T) {
 	k := NewKeeper[*countOps](nil, nil)
-	defer k.Close()
+	defer k.Close(context.Background(), nil)
 	ctx := context.Background()
 	if _, ok := k.Join(ctx, "k", "o", nil); ok {
 		t.Fatal("joined a hold that does not exist")
@@ -63,7 +65,7 @@ func (o *countOps) Verify(context.Context) (bool, error)                { return
 // Unlock is a release in the store.
 func TestKeeperStoreCounts(t *testing.T) {
 	k := NewKeeper[*countOps](nil, nil)
-	defer k.Close()
+	defer k.Close(context.Background(), nil)
 	ctx := context.Background()
 	ops := &countOps{}
 	g := Grant[*countOps]{Shape: "lock", Name: "n", Key: "k", StoreCounts: true, Owner: "o", Token: 7, Sent: time.Now(), TTL: time.Minute, Ops: ops}
@@ -89,7 +91,7 @@ func TestKeeperStoreCounts(t *testing.T) {
 // second joins the hold the first registered.
 func TestKeeperEnter(t *testing.T) {
 	k := NewKeeper[*countOps](nil, nil)
-	defer k.Close()
+	defer k.Close(context.Background(), nil)
 	ctx := context.Background()
 	l, done, err := k.Enter(ctx, "k", "o", time.Time{}, nil)
 	if err != nil || l != nil || done == nil {
@@ -127,7 +129,7 @@ func TestKeeperEnter(t *testing.T) {
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	k.Close()
+	k.Close(context.Background(), nil)
 	if _, _, err := k.Enter(ctx, "k", "o", time.Time{}, nil); err != ErrClosed {
 		t.Fatalf("Enter after Close: %v", err)
 	}
@@ -137,7 +139,7 @@ func TestKeeperEnter(t *testing.T) {
 // then refused with ErrNotAcquired; a free gate is taken even with ctx done.
 func TestKeeperEnterUntil(t *testing.T) {
 	k := NewKeeper[*countOps](nil, nil)
-	defer k.Close()
+	defer k.Close(context.Background(), nil)
 	ctx := context.Background()
 	_, done, err := k.Enter(ctx, "k", "o", time.Time{}, nil)
 	if err != nil {
@@ -166,7 +168,7 @@ func TestKeeperEnterUntil(t *testing.T) {
 // is released.
 func TestKeeperHeld(t *testing.T) {
 	k := NewKeeper[*countOps](nil, nil)
-	defer k.Close()
+	defer k.Close(context.Background(), nil)
 	ctx := context.Background()
 	if k.Held("k") != nil {
 		t.Fatal("a hold before any grant")
@@ -191,7 +193,7 @@ func TestKeeperHeld(t *testing.T) {
 // hold (its first Lease inside it), and an Acquire call's event none.
 func TestLeaseAllocs(t *testing.T) {
 	k := NewKeeper[*countOps](nil, nil)
-	defer k.Close()
+	defer k.Close(context.Background(), nil)
 	ctx := context.Background()
 	ops := &countOps{}
 	if n := testing.AllocsPerRun(100, func() {
@@ -211,4 +213,169 @@ func TestLeaseAllocs(t *testing.T) {
 	}); n != 0 {
 		t.Fatalf("%v allocations per Acquire call's event, want 0", n)
 	}
+}
+
+// lostCount counts the losses an Observer is told of.
+type lostCount struct {
+	observe.Nop
+	n atomic.Int64
+}
+
+func (o *lostCount) ObserveLost(observe.LostEvent) { o.n.Add(1) }
+
+// TestUnlockRacesLoss: a hold lost (and reported) while its last Lease is
+// being unlocked makes that Unlock return ErrLockLost; an Unlock that
+// returns nil means the hold ended released, and no loss was reported.
+// The two race many times.
+func TestUnlockRacesLoss(t *testing.T) {
+	obs := &lostCount{}
+	k := NewKeeper[*countOps](obs, nil)
+	defer k.Close(context.Background(), nil)
+	ctx := context.Background()
+	lost, losses := 0, 0
+	for i := range 20000 {
+		l, err := k.Lease(ctx, Grant[*countOps]{Shape: "mutex", Name: "n", Token: int64(i + 1), Sent: time.Now(), TTL: time.Minute, Ops: &countOps{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := k.HoldOf(l)
+		before := obs.n.Load()
+		start := make(chan struct{})
+		reported := make(chan bool, 1)
+		go func() {
+			<-start
+			reported <- h.Lose(observe.LostDeletedOrTaken)
+		}()
+		close(start)
+		err = l.Unlock(ctx)
+		r := <-reported
+		if r {
+			losses++
+		}
+		if (obs.n.Load() > before) != r {
+			t.Fatalf("round %d: Lose reported %v, the Observer was told of %d losses", i, r, obs.n.Load()-before)
+		}
+		switch {
+		case r && err == nil:
+			t.Fatalf("round %d: Unlock returned nil for a hold whose loss was reported", i)
+		case errors.Is(err, ErrLockLost):
+			lost++
+		case err != nil:
+			t.Fatalf("round %d: Unlock: %v", i, err)
+		}
+	}
+	t.Logf("%d of 20000 Unlocks found the loss first (%d losses reported)", lost, losses)
+}
+
+// TestWholeHoldGivenBack: a grant the store counts re-entries of
+// (StoreCounts), held by three Leases, is released once per Lease when
+// the Keeper ends it itself (MaxHold, Close), and no Unlock sends anything
+// after that.
+func TestWholeHoldGivenBack(t *testing.T) {
+	ctx := context.Background()
+	for _, end := range []string{"maxhold", "close"} {
+		t.Run(end, func(t *testing.T) {
+			k := NewKeeper[*countOps](nil, nil)
+			defer k.Close(ctx, nil)
+			ops := &countOps{}
+			g := Grant[*countOps]{Shape: "lock", Name: "n", Key: "k", StoreCounts: true, Owner: "o", Token: 7, Sent: time.Now(), TTL: time.Minute, Ops: ops}
+			if end == "maxhold" {
+				g.MaxHold = 50 * time.Millisecond
+			}
+			var ls []*Lease
+			for range 3 {
+				l, err := k.Lease(ctx, g)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ls = append(ls, l)
+			}
+			if end == "close" {
+				k.Close(ctx, nil)
+			} else {
+				<-ls[0].Done()
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for ops.releases.Load() < 3 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if n := ops.releases.Load(); n != 3 {
+				t.Fatalf("%d releases after %s ended a hold of 3 Leases, want 3", n, end)
+			}
+			for _, l := range ls {
+				if err := l.Unlock(ctx); !errors.Is(err, ErrLockLost) {
+					t.Fatalf("Unlock after %s: %v, want ErrLockLost", end, err)
+				}
+			}
+			if n := ops.releases.Load(); n != 3 {
+				t.Fatalf("%d releases after the Unlocks, want still 3: the Keeper released the whole hold", n)
+			}
+		})
+	}
+}
+
+// failOps is a store whose releases all fail.
+type failOps struct{ countOps }
+
+var errStoreDown = errors.New("store down")
+
+func (o *failOps) Release(context.Context) (Released, error) {
+	o.releases.Add(1)
+	return ReleasedNotOurs, errStoreDown
+}
+
+// releaseErrs passes on the Err of every ReleaseEvent.
+type releaseErrs struct {
+	observe.Nop
+	errs chan error
+}
+
+func (o *releaseErrs) ObserveRelease(ev observe.ReleaseEvent) { o.errs <- ev.Err }
+
+// TestReleaseErrorsCounted: a release that fails in the store is never
+// silent. An Unlock's is its error and its ReleaseEvent's Err; the
+// Keeper's own (at MaxHold, Close's, a grant given back after Close) are
+// counted by GiveBackErrors.
+func TestReleaseErrorsCounted(t *testing.T) {
+	obs := &releaseErrs{errs: make(chan error, 1)}
+	k := NewKeeper[*failOps](obs, nil)
+	ctx := context.Background()
+	grant := func(maxHold time.Duration) Grant[*failOps] {
+		return Grant[*failOps]{Shape: "mutex", Name: "n", Token: 1, Sent: time.Now(), TTL: time.Minute, MaxHold: maxHold, Ops: &failOps{}}
+	}
+	l, err := k.Lease(ctx, grant(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); !errors.Is(err, errStoreDown) {
+		t.Fatalf("Unlock with the store down: %v, want its error", err)
+	}
+	if err := <-obs.errs; !errors.Is(err, errStoreDown) {
+		t.Fatalf("ReleaseEvent.Err: %v, want the store's error", err)
+	}
+	capped, err := k.Lease(ctx, grant(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-capped.Done()
+	waitCount := func(want int64) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for k.GiveBackErrors() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("GiveBackErrors %d, want %d", k.GiveBackErrors(), want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitCount(1)
+	if _, err := k.Lease(ctx, grant(0)); err != nil {
+		t.Fatal(err)
+	}
+	k.Close(ctx, nil)
+	waitCount(2)
+	if _, err := k.Lease(ctx, grant(0)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Lease after Close: %v", err)
+	}
+	waitCount(3)
 }

@@ -149,7 +149,7 @@ func (l *Lease) markLost(err error) bool {
 	}
 	l.mu.Unlock()
 	if l.onLost != nil {
-		go l.onLost(l)
+		l.h.k.bg.Go(func() { l.onLost(l) }) // a Close waits for it, within its bound
 	}
 	return true
 }
@@ -240,26 +240,26 @@ const LostReleaseTimeout = time.Second
 // releaseLost tries the release of a lost grant for at most
 // LostReleaseTimeout, beside the caller: a store client that does not bound
 // its calls by ctx (go-redis without ContextTimeoutEnabled) ends the call by
-// its own timeouts, after Unlock has returned.
-func releaseLost(ctx context.Context, ops GrantOps) (Released, error) {
-	type result struct {
-		res Released
-		err error
-	}
+// its own timeouts, after Unlock has returned (a Close waits for it,
+// within its bound). Once the Keeper is closed it sends nothing.
+func (k *keeper) releaseLost(ctx context.Context, ops GrantOps) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), LostReleaseTimeout)
-	out := make(chan result, 1)
-	go func() {
+	done := make(chan struct{})
+	k.mu.Lock()
+	started := k.goLocked(func() {
+		defer close(done)
 		defer cancel()
-		res, err := ops.Release(rctx)
-		out <- result{res, err}
-	}()
+		_, _ = ops.Release(rctx)
+	})
+	k.mu.Unlock()
+	if !started {
+		cancel()
+		return
+	}
 	select {
-	case r := <-out:
-		return r.res, r.err
+	case <-done:
 	case <-rctx.Done():
-		return ReleasedNotOurs, rctx.Err()
 	case <-ctx.Done():
-		return ReleasedNotOurs, ctx.Err()
 	}
 }
 
@@ -273,12 +273,16 @@ func (l *Lease) lostErr() error {
 // Unlock releases this hold. It returns nil if the lock was still ours, an
 // error wrapping ErrLockLost if it had been lost (whatever ran under it ran
 // without exclusivity), ErrNotHeld if this lease was already unlocked, or a
-// store error (the lock then expires by itself). A reentrant lock is free
-// once every Lease of its owner is unlocked. Unlock stops renewing before it
-// sends the release, so no renewal outlives it. The release of a lease
-// already lost is tried for at most LostReleaseTimeout (the store may be
-// unreachable: that is often why it was lost), and the loss is returned
-// whatever the try says; a grant still in the store then ends by its expiry.
+// store error (the lock then expires by itself). A loss and an Unlock are
+// ordered: once a loss was reported (the Observer's LostEvent, Done, the
+// Context's cause), no Unlock of a Lease it ended returns nil. A reentrant
+// lock is free once every Lease of its owner is unlocked. Unlock stops
+// renewing before it sends the release, so no renewal outlives it. The
+// release of a lease already lost is tried for at most LostReleaseTimeout
+// (the store may be unreachable: that is often why it was lost), and the
+// loss is returned whatever the try says; a grant still in the store then
+// ends by its expiry. A lease whose hold was lost at MaxHold or by the
+// client's Close was released in the store then: its Unlock sends nothing.
 func (l *Lease) Unlock(ctx context.Context) error {
 	if l == nil {
 		return errNilLease
@@ -287,30 +291,25 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		return Wrap("unlock", l.h.g.shape, l.h.g.name, err)
 	}
 	h := l.h
-	h.pastDeadline() // a lease past its deadline is unlocked as lost
-	l.mu.Lock()
-	if l.released {
-		l.mu.Unlock()
+	d, ok := h.k.detach(h, l) // a lease past its deadline is unlocked as lost
+	if !ok {
 		return Wrap("unlock", h.g.shape, h.g.name, ErrNotHeld)
 	}
-	l.released = true
-	lost := l.err
-	l.mu.Unlock()
-
-	last, others, renewals := h.k.detach(h, l)
+	lost, last, renewals := d.lost, d.last, d.renewals
 	res, err := ReleasedStillHeld, error(nil)
-	if h.g.storeCounts || others == 0 { // a re-entry the Keeper counts: nothing to tell the store
-		if lost != nil {
-			res, err = releaseLost(ctx, h.g.ops)
-		} else {
-			res, err = h.g.ops.Release(ctx)
-		}
+	switch {
+	case !h.g.storeCounts && d.others > 0: // a re-entry the Keeper counts: nothing to tell the store
+	case lost != nil && d.freed: // the Keeper released the whole hold (MaxHold, Close)
+	case lost != nil:
+		h.k.releaseLost(ctx, h.g.ops) // whatever it says, the loss stands
+	default:
+		res, err = h.g.ops.Release(ctx)
 	}
 	l.endContext()
 
 	foundLost := lost != nil || (err == nil && res == ReleasedNotOurs)
 	h.k.observer.ObserveRelease(observe.ReleaseEvent{Shape: h.g.shape, Name: h.g.name, Token: h.g.token, Held: clock.Since(h.k.clock, h.since), Granted: h.since, Lease: h.fixedLease(),
-		Renewals: renewals, FoundLost: foundLost, LostBefore: lost != nil, Last: last})
+		Renewals: renewals, FoundLost: foundLost, LostBefore: lost != nil, Last: last, Err: err})
 	switch {
 	case lost != nil:
 		return lost

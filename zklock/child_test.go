@@ -48,9 +48,11 @@ func runChild() int {
 		fmt.Println("acquire:", err)
 		return 1
 	}
-	fmt.Printf("held %d\n", l.Token())
+	// The clock starts before "held": a pause sent once it is read falls
+	// between two checks.
 	var longest time.Duration
 	prev := time.Now()
+	fmt.Printf("held %d\n", l.Token())
 	for ctx.Err() == nil {
 		time.Sleep(2 * time.Millisecond)
 		now := time.Now()

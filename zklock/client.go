@@ -63,6 +63,7 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/internal/tasks"
 	"github.com/dlockgo/dlock/observe"
 	"github.com/dlockgo/dlock/seam"
 	"github.com/go-zookeeper/zk"
@@ -149,7 +150,7 @@ type Client struct {
 	ctx       context.Context // the client's own background calls; cancelled by Close
 	stop      context.CancelFunc
 	closeOnce sync.Once
-	wg        sync.WaitGroup
+	wg        tasks.Group   // the heartbeat and the guards: Close waits for them
 	reconn    *reconnects   // the connection came back: guards watch again
 	pollState bool          // the heartbeat tells reconn (New: no events of ours)
 	down      bool          // the heartbeat's: the connection was last seen down
@@ -216,17 +217,29 @@ func (c *Client) SessionTimeout() time.Duration { return c.timeout }
 // Conn returns the ZooKeeper connection.
 func (c *Client) Conn() *zk.Conn { return c.conn }
 
-// Close loses every lease of the client (observe.LostClosed), deletes their
-// nodes, and makes Acquire return dlock.ErrClosed. A client made by Dial
-// closes its connection too (its session ends). Close is idempotent.
+// Close loses every lease of the client at once (observe.LostClosed),
+// deletes their nodes, and makes Acquire return dlock.ErrClosed. A client
+// made by Dial closes its connection too: the end of its session deletes
+// every node of the client at once. Close returns within
+// seam.CloseTimeout (2 s) plus a round trip, whatever the number of
+// leases and whether the server answers; a node it could not delete goes
+// with its session. Close is idempotent.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock() // startGuard adds to c.wg under c.mu unless done is closed
 		close(c.done)
 		c.mu.Unlock()
 		c.stop()
-		c.keeper.Close()
-		c.wg.Wait()
+		// go-zookeeper waits up to 1 s for the reply to its close of the
+		// session: the rest of the bound is Close's.
+		ctx, cancel := context.WithTimeout(context.Background(), seam.CloseTimeout-time.Second)
+		defer cancel()
+		var release func(context.Context, []*node) int
+		if c.owned {
+			release = func(context.Context, []*node) int { return 0 } // the session's end deletes them
+		}
+		c.keeper.Close(ctx, release)
+		c.wg.Wait(ctx)
 		if c.owned {
 			c.conn.Close()
 		}

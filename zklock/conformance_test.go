@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/dlocktest"
+	"github.com/dlockgo/dlock/internal/peerlink"
 	"github.com/dlockgo/dlock/observe"
 	"github.com/go-zookeeper/zk"
 )
@@ -26,6 +27,15 @@ func TestConformance(t *testing.T) {
 			return conformanceClient(dial(t, 3*time.Second, Config{Observer: o}))
 		},
 		Told: time.Second,
+		// The cut-off client's session (10 s) outlives the suite's use of it.
+		NewCutClient: func(t testing.TB) (dlocktest.Client, func()) {
+			p, err := peerlink.NewProxy(server.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Close() })
+			return conformanceClient(dialAddr(t, p.Addr(), 10*time.Second)), p.Cut
+		},
 		// Tamper deletes the first node in line, as zkCli's delete would.
 		Tamper: func(ctx context.Context, name string) error {
 			dir := admin.dir("lock", name)

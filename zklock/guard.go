@@ -33,7 +33,8 @@ import (
 type reconnects struct {
 	mu sync.Mutex
 	ch chan struct{}
-	// upAt is when the connection came back, in Unix ns (see settled):
+	// upAt is when the connection came back, in ns since epoch on the
+	// monotonic clock (see settled):
 	// 0 once it has been up for settle (or since the client began), -1
 	// when it was last seen down.
 	upAt atomic.Int64

@@ -20,6 +20,15 @@ import (
 // a connection given to New are not held back.
 const settle = 100 * time.Millisecond
 
+// epoch is the reference of the instants settle keeps: they are read as
+// time.Since(epoch), on the monotonic clock, so a step of the wall clock
+// (NTP, an operator) neither stalls requests nor lets them out early.
+var epoch = time.Now()
+
+// monotonic returns the time since epoch on the monotonic clock, in ns (at
+// least 1: 0 and -1 are upAt's marks).
+func monotonic() int64 { return max(int64(time.Since(epoch)), 1) }
+
 // settled returns once a request may be sent on c's connection (see
 // settle): at once while it has been up for settle, after the rest of
 // settle if it came back less than that ago. While the connection is down
@@ -38,10 +47,10 @@ func (c *Client) settled(ctx context.Context) error {
 		case at == 0:
 			return nil
 		case at == -1: // seen down, now up: it came back about now
-			r.upAt.CompareAndSwap(-1, time.Now().UnixNano())
+			r.upAt.CompareAndSwap(-1, monotonic())
 			continue
 		}
-		wait := settle - time.Duration(time.Now().UnixNano()-at)
+		wait := settle - time.Duration(monotonic()-at)
 		if wait <= 0 || c.closed() {
 			r.upAt.CompareAndSwap(at, 0)
 			return nil
@@ -70,7 +79,7 @@ func (r *reconnects) connection(ev zk.Event) {
 	}
 	switch ev.State {
 	case zk.StateHasSession:
-		r.upAt.Store(time.Now().UnixNano())
+		r.upAt.Store(monotonic())
 		r.signal()
 	case zk.StateDisconnected, zk.StateConnecting, zk.StateExpired:
 		r.upAt.Store(-1)

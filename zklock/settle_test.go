@@ -71,3 +71,24 @@ func TestReconnectWithWatches(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleMonotonic: a reconnection holds requests back for settle from
+// when it was seen, measured on the monotonic clock (a step of the wall
+// clock cannot be made here: it needs root and would move every other
+// test's clock; time.Since reads the monotonic clock, and settle keeps no
+// wall-clock reading).
+func TestSettleMonotonic(t *testing.T) {
+	c := dial(t, 3*time.Second)
+	c.reconn.connection(zk.Event{Type: zk.EventSession, State: zk.StateHasSession})
+	ctx := testCtx(t, 10*time.Second)
+	start := time.Now()
+	if err := c.settled(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < settle-10*time.Millisecond || d > settle+time.Second {
+		t.Fatalf("a request after a reconnection waited %v, want about %v", d, settle)
+	}
+	if at := c.reconn.upAt.Load(); at != 0 {
+		t.Fatalf("upAt %d after settle, want 0 (settled)", at)
+	}
+}

@@ -46,17 +46,23 @@ func VerifyTestMain(m *testing.M) {
 }
 
 // find is Find with the wait as a parameter.
-func find(wait time.Duration) error {
+func find(wait time.Duration) error { return until(wait, "still running", others) }
+
+// until returns nil as soon as look finds no goroutine; otherwise it looks
+// again, at growing intervals, until wait has passed, then returns an
+// error wrapping ErrLeaked with the stacks look found (what says what they
+// are).
+func until(wait time.Duration, what string, look func() []string) error {
 	deadline := time.Now().Add(wait)
 	pause := time.Millisecond
 	for {
-		leaked := others()
+		leaked := look()
 		if len(leaked) == 0 {
 			return nil
 		}
 		if !time.Now().Before(deadline) {
-			return fmt.Errorf("%w: %d still running after %v:\n\n%s",
-				ErrLeaked, len(leaked), wait, strings.Join(leaked, "\n\n"))
+			return fmt.Errorf("%w: %d %s after %v:\n\n%s",
+				ErrLeaked, len(leaked), what, wait, strings.Join(leaked, "\n\n"))
 		}
 		time.Sleep(min(pause, time.Until(deadline)))
 		pause = min(2*pause, 100*time.Millisecond)

@@ -143,3 +143,32 @@ func TestExpected(t *testing.T) {
 		}
 	}
 }
+
+// TestSince: a goroutine started after the snapshot in a package asked
+// for is reported until it ends; one running before it is not.
+func TestSince(t *testing.T) {
+	before := make(chan struct{})
+	beforeDone := make(chan struct{})
+	go func() { blockedForever(before); close(beforeDone) }()
+	s := Take()
+	ours := func(pkg string) bool { return strings.HasSuffix(pkg, "internal/leakcheck") }
+	if err := s.Since(0, ours); err != nil {
+		t.Fatalf("a goroutine older than the snapshot reported: %v", err)
+	}
+	after := make(chan struct{})
+	afterDone := make(chan struct{})
+	go func() { blockedForever(after); close(afterDone) }()
+	if err := s.Since(100*time.Millisecond, ours); !errors.Is(err, ErrLeaked) || !strings.Contains(err.Error(), "1 started since") {
+		t.Fatalf("a goroutine started after the snapshot: %v, want it reported", err)
+	}
+	if err := s.Since(0, func(string) bool { return false }); err != nil {
+		t.Fatalf("a goroutine of a package not asked for reported: %v", err)
+	}
+	close(after)
+	<-afterDone
+	if err := s.Since(Wait, ours); err != nil {
+		t.Fatalf("after the goroutine ended: %v", err)
+	}
+	close(before)
+	<-beforeDone
+}

@@ -1,0 +1,214 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/internal/redistest"
+	"github.com/dlockgo/dlock/seam"
+	"github.com/redis/go-redis/v9"
+)
+
+// Close returns within seam.CloseTimeout (plus a round trip) whatever the
+// number of holds: with Redis frozen (SIGSTOP) on a go-redis client
+// without ContextTimeoutEnabled (its ReadTimeout is 3 s), and with Redis
+// up, where every hold is released (in pipelines) by the time it returns.
+// Every lease is reported lost either way.
+func TestCloseBounded(t *testing.T) {
+	for _, frozen := range []bool{false, true} {
+		t.Run(map[bool]string{false: "up", true: "frozen"}[frozen], func(t *testing.T) {
+			srv := redistest.Start(t)
+			rdb := redistest.Client(t, srv)
+			c := newClient(t, rdb)
+			ctx := context.Background()
+			var leases []*dlock.Lease
+			for i := range 200 {
+				var opts []dlock.Option
+				if i%2 == 1 {
+					opts = append(opts, dlock.LeaseTime(time.Minute))
+				}
+				l, err := c.Mutex("close-"+strconv.Itoa(i)).Acquire(ctx, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				leases = append(leases, l)
+			}
+			outer, err := c.Lock("close-lock").Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inner, err := c.Lock("close-lock").Acquire(outer.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			leases = append(leases, outer, inner)
+			if frozen {
+				if err := srv.Pause(); err != nil {
+					t.Fatal(err)
+				}
+				defer srv.Resume()
+			}
+			start := time.Now()
+			_ = c.Close()
+			took := time.Since(start)
+			if bound := seam.CloseTimeout + time.Second; took > bound {
+				t.Fatalf("Close took %v with %d leases, want at most %v", took, len(leases), bound)
+			}
+			for i, l := range leases {
+				if err := l.Err(); !errors.Is(err, dlock.ErrLockLost) || !strings.Contains(err.Error(), "closed") {
+					t.Fatalf("lease %d after Close: %v, want ErrLockLost (closed)", i, err)
+				}
+			}
+			if frozen {
+				t.Logf("Close took %v with Redis frozen", took.Round(time.Millisecond))
+				return
+			}
+			if n := rdb.Exists(ctx, "dlock:{close-0}", "dlock:{close-1}", "dlock:{close-199}", "dlock:{close-lock}").Val(); n != 0 {
+				t.Fatalf("%d of 4 locks still held after Close", n)
+			}
+			keys := rdb.Keys(ctx, "dlock:{close-*}").Val()
+			for _, k := range keys {
+				if !strings.HasSuffix(k, ":fence") {
+					t.Fatalf("key %s left after Close", k)
+				}
+			}
+		})
+	}
+}
+
+// After Close nothing of the Client sends a command: not a waiter (it
+// ends with ErrClosed), not the watchdog, not a lease lost at MaxHold, not
+// an Unlock of a lease Close ended.
+func TestNoCommandAfterClose(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redistest.Client(t, srv)
+	c := newClient(t, rdb, dlock.Config{WatchdogTimeout: 300 * time.Millisecond})
+	holder := newClient(t, rdb, dlock.Config{WatchdogTimeout: 300 * time.Millisecond})
+	ctx := context.Background()
+	held, err := holder.Mutex("held").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 2)
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for _, l := range []dlock.Locker{c.Mutex("held"), c.RWLock("held-rw").WriteLock()} {
+		go func() {
+			_, err := l.Acquire(wctx)
+			waited <- err
+		}()
+	}
+	rl, err := holder.RWLock("held-rw").ReadLock().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := c.Lock("kept").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Mutex("capped").Acquire(ctx, dlock.MaxHold(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the waiters queue
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-waited; !errors.Is(err, dlock.ErrClosed) {
+			t.Fatalf("a waiter of the closed Client: %v, want ErrClosed", err)
+		}
+	}
+	if err := kept.Unlock(ctx); !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("Unlock after Close: %v, want ErrLockLost", err)
+	}
+	for _, l := range []*dlock.Lease{held, rl} {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := holder.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := processed(t, rdb)
+	time.Sleep(1500 * time.Millisecond)          // past a watchdog tick, the MaxHold cap, a waiter's retry
+	if n := processed(t, rdb) - before; n != 1 { // the INFO that read it
+		t.Fatalf("%d commands reached Redis after Close", n-1)
+	}
+}
+
+// processed returns Redis's count of commands processed.
+func processed(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(infoLine(t, rdb, "stats", "total_commands_processed:"), 10, 64)
+	if err != nil {
+		t.Fatalf("total_commands_processed in INFO stats: %v", err)
+	}
+	return n
+}
+
+// infoLine returns what follows prefix on its line of section of Redis's
+// INFO ("" when no line starts with it).
+func infoLine(t *testing.T, rdb *redis.Client, section, prefix string) string {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), section).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSuffix(line, "\r"), prefix); ok {
+			return rest
+		}
+	}
+	return ""
+}
+
+// A Lock re-entered three times is released whole at MaxHold and at Close:
+// another client gets it at once, not when its lease runs out.
+func TestReenteredReleasedWhole(t *testing.T) {
+	rdb := server(t)
+	other := newClient(t, rdb)
+	ctx := context.Background()
+	for _, end := range []string{"maxhold", "close"} {
+		t.Run(end, func(t *testing.T) {
+			c := newClient(t, rdb, dlock.Config{WatchdogTimeout: 10 * time.Second})
+			name := "whole-" + end
+			var opts []dlock.Option
+			if end == "maxhold" {
+				opts = append(opts, dlock.MaxHold(500*time.Millisecond))
+			}
+			l, err := c.Lock(name).Acquire(ctx, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				if _, err := c.Lock(name).Acquire(l.Context(), dlock.Wait(0)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := rdb.HGet(ctx, "dlock:{"+name+"}", "n").Val(); n != "3" {
+				t.Fatalf("hold count %s, want 3", n)
+			}
+			if end == "close" {
+				_ = c.Close()
+			} else {
+				select {
+				case <-l.Done():
+				case <-time.After(10 * time.Second):
+					t.Fatal("not lost at MaxHold")
+				}
+			}
+			o, err := other.Lock(name).Acquire(ctx, dlock.Wait(time.Second))
+			if err != nil {
+				t.Fatalf("another client after the re-entered Lock's %s: %v (hold count %q)", end, err, rdb.HGet(ctx, "dlock:{"+name+"}", "n").Val())
+			}
+			if err := o.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
