@@ -95,8 +95,8 @@ func Example_buy() {
 	// left: 1
 }
 
-// shapes acquires one lock of each further Redis shape (README, "Lock
-// shapes"): c1, c2 and c3 are Clients on three independent Redis masters.
+// shapes acquires one lock of each further Redis shape (docs/LOCKS.md, "The
+// lock family"): c1, c2 and c3 are Clients on three independent Redis masters.
 func shapes(ctx context.Context, locks, c1, c2, c3 *dlock.Client) error {
 	for _, lock := range []dlock.Locker{
 		locks.FairLock("ticket:42"),                  // FIFO, handed over server-side

@@ -20,7 +20,7 @@ func oneLineError(stderr string) bool {
 }
 
 // A server that does not answer is a runtime failure, whatever the command:
-// exit 1 with a one-line error naming it (the README: 1 = failed, e.g.
+// exit 1 with a one-line error naming it (docs/DRILLS.md: 1 = failed, e.g.
 // Redis down; 2 = bad input). Only bad input exits 2 (TestBadInput,
 // TestDrillBackendBadInput, TestServeBadFlags, TestInspectUnlockExitCodes).
 func TestServerDownExitsOne(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"github.com/dlockgo/dlock/zklock"
 )
 
-// sameLockEverywhere is the README's "Three lock services": one constructor
+// sameLockEverywhere is docs/BACKENDS.md's first block: one constructor
 // per service, the same Locker and Lease from each.
 func sameLockEverywhere(ctx context.Context, rdb *redis.Client, cli *clientv3.Client, zkServers string) error {
 	onRedis, err := dlock.New(rdb) // Redis: a go-redis client (standalone, Sentinel or Cluster)
