@@ -119,7 +119,7 @@ func multiNoDeadlock(t *testing.T, rdb redis.UniversalClient) {
 	var rounds [2]atomic.Int64
 	stop := time.Now().Add(2 * time.Second)
 	var wg sync.WaitGroup
-	for i, ml := range []*dlock.MultiLock{a.MultiLock("a", "b"), b.MultiLock("b", "a")} {
+	for i, ml := range []dlock.Locker{a.MultiLock("a", "b"), b.MultiLock("b", "a")} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -251,7 +251,7 @@ func multiClusterOneSlot(t *testing.T, rdb *redis.ClusterClient) {
 	}
 }
 
-func ExampleMultiLock() {
+func ExampleClient_MultiLock() {
 	rdb := exampleRedis()
 	defer rdb.Close()
 	c, err := dlock.New(rdb)

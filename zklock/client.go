@@ -62,11 +62,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/tasks"
 	"github.com/dlockgo/dlock/observe"
 	"github.com/dlockgo/dlock/seam"
-	"github.com/go-zookeeper/zk"
 )
 
 // Defaults of a Client.
@@ -144,7 +145,7 @@ type Client struct {
 	meta    string // host|pid: the fixed part of holder metadata (see nodeData)
 	label   string
 	keeper  *seam.Keeper[*node]
-	lostFn  func(*dlock.Lease) // onLost without a user's OnLost, made once
+	lostFn  func(*seam.Lease) // onLost without a user's OnLost, made once
 
 	done      chan struct{}
 	ctx       context.Context // the client's own background calls; cancelled by Close

@@ -14,7 +14,6 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/redisproc"
-	"github.com/dlockgo/dlock/seam"
 )
 
 // openRedis opens the Redis at url, or the embedded default.
@@ -118,7 +117,7 @@ func (c *redisClient) Mutex(name string) dlock.Locker { return c.locks.Mutex(nam
 func (c *redisClient) Lock(name string) dlock.Locker  { return c.locks.Lock(name) }
 func (c *redisClient) Session() time.Duration         { return c.session }
 
-func (c *redisClient) Inspect(ctx context.Context, name string) (seam.Info, error) {
+func (c *redisClient) Inspect(ctx context.Context, name string) (dlock.Info, error) {
 	return c.locks.Inspect(ctx, name)
 }
 

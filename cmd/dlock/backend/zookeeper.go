@@ -8,7 +8,6 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/zkproc"
-	"github.com/dlockgo/dlock/seam"
 	"github.com/dlockgo/dlock/zklock"
 )
 
@@ -70,6 +69,6 @@ func (z zkClient) Lock(name string) dlock.Locker  { return z.c.Lock(name) }
 func (z zkClient) Close() error                   { return z.c.Close() }
 func (z zkClient) Session() time.Duration         { return z.c.SessionTimeout() }
 
-func (z zkClient) Inspect(ctx context.Context, name string) (seam.Info, error) {
+func (z zkClient) Inspect(ctx context.Context, name string) (dlock.Info, error) {
 	return z.c.Inspect(ctx, name)
 }
