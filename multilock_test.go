@@ -156,7 +156,7 @@ func multiNoDeadlock(t *testing.T, rdb redis.UniversalClient) {
 // the other members.
 func multiMemberLost(t *testing.T, rdb redis.UniversalClient) {
 	const timeout = 600 * time.Millisecond
-	c := newClient(t, rdb, dlock.Config{WatchdogTimeout: timeout})
+	c := newClient(t, rdb, dlock.Config{TTL: timeout})
 	ctx := context.Background()
 	l, err := c.MultiLock("x", "y", "z").Acquire(ctx)
 	if err != nil {

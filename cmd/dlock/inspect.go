@@ -49,7 +49,7 @@ func (f *adminFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.redis, "redis", defaultAdminRedis, "Redis URL (redis:// or rediss://host:port/db)")
 	c.Flags().BoolVar(&f.cluster, "cluster", false, "the URL names a Redis Cluster node (more seeds: ?addr=host:port&addr=...)")
 	c.Flags().StringVar(&f.prefix, "prefix", dl.DefaultPrefix, "key prefix of the locks (dlock.Config.Prefix); with --backend etcd: etcdlock.Config.Prefix "+
-		"(default \""+etcdlock.DefaultPrefix+"\"), zookeeper: zklock.Config.Root (default \""+zklock.DefaultRoot+"\")")
+		"(default \""+etcdlock.DefaultPrefix+"\"), zookeeper: zklock.Config.Prefix (default \""+zklock.DefaultPrefix+"\")")
 	c.Flags().BoolVar(&f.json, "json", false, "print JSON: snake_case keys, durations in ms (ttl_ms; -1: no TTL), times in RFC 3339, [] when empty")
 	c.Flags().StringVar(&f.backend, "backend", backend.Redis, "lock service: "+strings.Join(backend.Kinds, ", "))
 	c.Flags().StringVar(&f.etcd, "etcd", defaultAdminEtcd, "with --backend etcd: the etcd endpoints (host:port,...)")

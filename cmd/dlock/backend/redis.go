@@ -105,12 +105,12 @@ func newRedisClient(url string, o ClientOptions) (Client, error) {
 		return nil, err
 	}
 	rdb := redis.NewClient(ro)
-	locks, err := dlock.New(rdb, dlock.Config{Prefix: o.Prefix, Label: o.Label, Observer: o.Observer, WatchdogTimeout: o.Session})
+	locks, err := dlock.New(rdb, dlock.Config{Prefix: o.Prefix, Label: o.Label, Observer: o.Observer, TTL: o.Session})
 	if err != nil {
 		rdb.Close()
 		return nil, err
 	}
-	return &redisClient{rdb: rdb, locks: locks, session: cmp.Or(o.Session, dlock.DefaultWatchdogTimeout)}, nil
+	return &redisClient{rdb: rdb, locks: locks, session: cmp.Or(o.Session, dlock.DefaultTTL)}, nil
 }
 
 func (c *redisClient) Mutex(name string) dlock.Locker { return c.locks.Mutex(name) }
