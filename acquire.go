@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlockgo/dlock/seam"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dlockgo/dlock/seam"
 )
 
 // acquire is the wait loop shared by every Redis shape: try; if held, wait
@@ -21,7 +22,7 @@ func (c *Client) acquire(ctx context.Context, sh redisShape, opts []Option) (l *
 	start := time.Now()
 	spec := sh.spec()
 	sctx, call := c.keeper.StartAcquire(ctx, spec.kind, spec.name)
-	defer func() { call.Done(l, err) }()
+	defer func() { call.Done(l.s(), err) }()
 	if !c.enter() {
 		return nil, wrap("acquire", spec.kind, spec.name, ErrClosed)
 	}
@@ -34,8 +35,11 @@ func (c *Client) acquire(ctx context.Context, sh redisShape, opts []Option) (l *
 	if err != nil {
 		return nil, err
 	}
-	return c.keeper.Lease(ctx, q.grantOf(q.a, g.fence, g.ttl, sent))
+	return leaseOf(c.keeper.Lease(ctx, q.grantOf(q.a, g.fence, g.ttl, sent)))
 }
+
+// leaseOf is a lease the Keeper made, as the user holds it.
+func leaseOf(l *seam.Lease, err error) (*Lease, error) { return (*Lease)(l), err }
 
 // acquireAll is acquire for an attempt that may grant several leases at
 // once (Semaphore permits): one Lease per token.
@@ -48,7 +52,7 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 		if len(ls) > 0 {
 			first = ls[0]
 		}
-		call.Done(first, err)
+		call.Done(first.s(), err)
 	}()
 	if !c.enter() {
 		return nil, wrap("acquire", spec.kind, spec.name, ErrClosed)
@@ -64,7 +68,7 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 		return nil, err
 	}
 	if len(a.tokens) == 0 {
-		l, err := c.keeper.Lease(ctx, q.grantOf(q.a, g.fence, g.ttl, sent))
+		l, err := leaseOf(c.keeper.Lease(ctx, q.grantOf(q.a, g.fence, g.ttl, sent)))
 		if err != nil {
 			return nil, err
 		}
@@ -78,7 +82,7 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 			continue
 		}
 		var l *Lease
-		if l, err = c.keeper.Lease(ctx, gr); err == nil {
+		if l, err = leaseOf(c.keeper.Lease(ctx, gr)); err == nil {
 			ls = append(ls, l)
 		}
 	}

@@ -200,7 +200,7 @@ func TestBatchCutMidPipeline(t *testing.T) {
 	admin := redistest.Client(t, srv)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: 5, MinRetryBackoff: time.Millisecond, MaxRetryBackoff: 20 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
-	c := newClient(t, rdb, dlock.Config{WatchdogTimeout: 2 * time.Second})
+	c := newClient(t, rdb, dlock.Config{TTL: 2 * time.Second})
 	ctx := context.Background()
 	if err := admin.Do(ctx, "CLIENT", "SETNAME", "admin").Err(); err != nil {
 		t.Fatal(err)

@@ -292,7 +292,7 @@ func BenchmarkHandoffLatency(b *testing.B) {
 func BenchmarkWatchdog10k(b *testing.B) {
 	const n = 10000
 	rdb := redistest.Client(b, redistest.Start(b))
-	c := newClient(b, rdb, dlock.Config{WatchdogTimeout: 3 * time.Second})
+	c := newClient(b, rdb, dlock.Config{TTL: 3 * time.Second})
 	ctx := context.Background()
 	leases := make([]*dlock.Lease, n)
 	for i := range leases {

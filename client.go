@@ -26,9 +26,9 @@ const (
 	// unless Config.Prefix says otherwise: a lock's key is
 	// DefaultPrefix + "{" + name + "}".
 	DefaultPrefix = "dlock:"
-	// DefaultWatchdogTimeout is the lease of a lock acquired without
+	// DefaultTTL is the lease of a lock acquired without
 	// LeaseTime; the watchdog renews it every third of it.
-	DefaultWatchdogTimeout = 30 * time.Second
+	DefaultTTL = 30 * time.Second
 )
 
 // Config configures a Client. The zero Config is the defaults written next
@@ -38,10 +38,12 @@ type Config struct {
 	// DefaultPrefix). It may not contain '{' or '}': the lock name is the hash
 	// tag. Clients that share locks must share the prefix.
 	Prefix string
-	// WatchdogTimeout is the lease of watchdog-kept locks (default
-	// DefaultWatchdogTimeout, at least 3 ms); the watchdog renews them
-	// every timeout/3.
-	WatchdogTimeout time.Duration
+	// TTL is the lease of the locks the watchdog keeps (acquired without
+	// LeaseTime; Redisson's lockWatchdogTimeout): default DefaultTTL, at
+	// least 3 ms; the watchdog renews them every TTL/3, and a holder that
+	// stops renewing keeps its lock at most this long. The name is the
+	// same on every backend (etcdlock.Config.TTL, zklock.Config.TTL).
+	TTL time.Duration
 	// RenewBatch is how many leases the watchdog renews per round trip
 	// (default 256).
 	RenewBatch int
@@ -62,15 +64,15 @@ func (cfg Config) apply(c *Client) error {
 	switch {
 	case strings.ContainsAny(cfg.Prefix, "{}"):
 		return fmt.Errorf("%w: prefix %q contains a brace", ErrInvalidArgument, cfg.Prefix)
-	case cfg.WatchdogTimeout != 0 && cfg.WatchdogTimeout < 3*time.Millisecond:
-		return fmt.Errorf("%w: watchdog timeout %v (want >= 3ms)", ErrInvalidDuration, cfg.WatchdogTimeout)
+	case cfg.TTL != 0 && cfg.TTL < 3*time.Millisecond:
+		return fmt.Errorf("%w: TTL %v (want >= 3ms)", ErrInvalidDuration, cfg.TTL)
 	case cfg.RenewBatch < 0:
 		return fmt.Errorf("%w: renew batch %d (want >= 1)", ErrInvalidArgument, cfg.RenewBatch)
 	case len(cfg.Label) > 256:
 		return fmt.Errorf("%w: label longer than 256 bytes", ErrInvalidArgument)
 	}
 	c.prefix = cmp.Or(cfg.Prefix, DefaultPrefix)
-	c.timeout = cmp.Or(cfg.WatchdogTimeout, DefaultWatchdogTimeout)
+	c.timeout = cmp.Or(cfg.TTL, DefaultTTL)
 	c.batch = cmp.Or(cfg.RenewBatch, 256)
 	c.logger, c.label = cfg.Logger, cfg.Label
 	if cfg.Observer != nil {
@@ -268,6 +270,10 @@ func (c *Client) releaseAll(ctx context.Context, as []*attempt) int {
 	own.Wait()
 	return int(failed.Load())
 }
+
+// TTL returns the lease of the locks the watchdog keeps (Config.TTL): a
+// holder that stops renewing keeps its lock at most this long.
+func (c *Client) TTL() time.Duration { return c.timeout }
 
 func (c *Client) isClosed() bool {
 	c.mu.Lock()

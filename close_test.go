@@ -87,8 +87,8 @@ func TestCloseBounded(t *testing.T) {
 func TestNoCommandAfterClose(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redistest.Client(t, srv)
-	c := newClient(t, rdb, dlock.Config{WatchdogTimeout: 300 * time.Millisecond})
-	holder := newClient(t, rdb, dlock.Config{WatchdogTimeout: 300 * time.Millisecond})
+	c := newClient(t, rdb, dlock.Config{TTL: 300 * time.Millisecond})
+	holder := newClient(t, rdb, dlock.Config{TTL: 300 * time.Millisecond})
 	ctx := context.Background()
 	held, err := holder.Mutex("held").Acquire(ctx)
 	if err != nil {
@@ -175,7 +175,7 @@ func TestReenteredReleasedWhole(t *testing.T) {
 	ctx := context.Background()
 	for _, end := range []string{"maxhold", "close"} {
 		t.Run(end, func(t *testing.T) {
-			c := newClient(t, rdb, dlock.Config{WatchdogTimeout: 10 * time.Second})
+			c := newClient(t, rdb, dlock.Config{TTL: 10 * time.Second})
 			name := "whole-" + end
 			var opts []dlock.Option
 			if end == "maxhold" {

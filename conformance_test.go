@@ -36,10 +36,10 @@ func TestConformance(t *testing.T) {
 			}
 			dlocktest.Run(t, dlocktest.Backend{
 				NewClient: func(t testing.TB) dlocktest.Client {
-					return client(newClient(t, rdb, dlock.Config{WatchdogTimeout: 600 * time.Millisecond}))
+					return client(newClient(t, rdb, dlock.Config{TTL: 600 * time.Millisecond}))
 				},
 				NewObservedClient: func(t testing.TB, o observe.Observer) dlocktest.Client {
-					return client(newClient(t, rdb, dlock.Config{WatchdogTimeout: 600 * time.Millisecond, Observer: o}))
+					return client(newClient(t, rdb, dlock.Config{TTL: 600 * time.Millisecond, Observer: o}))
 				},
 				Renewal: 600 * time.Millisecond,
 				Lease:   300 * time.Millisecond,
@@ -56,7 +56,7 @@ func TestConformance(t *testing.T) {
 					t.Cleanup(func() { p.Close() })
 					cut := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
 					t.Cleanup(func() { cut.Close() })
-					return client(newClient(t, cut, dlock.Config{WatchdogTimeout: 10 * time.Second})), p.Cut
+					return client(newClient(t, cut, dlock.Config{TTL: 10 * time.Second})), p.Cut
 				},
 				// Tamper is redis-cli DEL of the lock's key; the watchdog's
 				// next renewal (every 600ms/3) finds it gone.

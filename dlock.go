@@ -12,4 +12,31 @@
 // (processes pause, clocks jump, failovers lose writes). Make the storage
 // check the fencing token (package fence) where a conflict must never
 // commit.
+//
+// # One contract, four lock services
+//
+// This package's Client (Redis), etcdlock, zklock and dlockfake (in
+// memory, for tests) hand out the same Lockers and the same *Lease, take
+// the same Options and name their settings alike (Config.Prefix where the
+// locks live, Config.TTL how long the store keeps a client's locks past its
+// last sign of life, Client.TTL to read it back); package dlocktest checks
+// every one of them the same way. Where a store cannot do what another
+// does, this is what differs:
+//
+//	                Redis                etcd                  ZooKeeper              dlockfake
+//	Mutex, Lock     a free lock goes to  arrival order         arrival order          arrival order
+//	                whoever asks; a
+//	                release hands it to
+//	                the first waiter
+//	FairLock        arrival order        arrival order         arrival order          arrival order
+//	Semaphore       any order            arrival order         arrival order          arrival order
+//	QueueTimeout(d) d >= 30 ms           d rounded up to whole d >= the session TTL   any d
+//	                                     seconds (>= etcd's    (a shorter d is
+//	                                     minimum lease TTL)    refused)
+//	ReplicaAck      yes                  refused (consensus)   refused (consensus)    refused
+//	tokens          clock and a counter  create revision       czxid                  one counter
+//	                per hash slot
+//	MultiLock       one script, or slot  one transaction;      one transaction;       one step
+//	                by slot with         waits in arrival      waits in arrival
+//	                rollback             order                 order
 package dlock

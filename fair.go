@@ -2,7 +2,11 @@ package dlock
 
 import "context"
 
-// FairLock is a reentrant lock granted in strict arrival order (FIFO): no
+// fairLock is a Client's FairLock.
+type fairLock struct{ sh *reentrantShape }
+
+// FairLock returns the FairLock called name: a reentrant lock granted in
+// strict arrival order (FIFO): no
 // waiter starves, and no caller overtakes a waiter, even when the lock is
 // free because a holder's lease ran out (a Lock or Mutex then goes to
 // whoever asks first). An Acquire with Wait(0) never queues: it gets the
@@ -18,19 +22,16 @@ import "context"
 //
 // Like Lock, it is reentrant through the Lease's Context (re-entry does not
 // queue). Its key is a Lock-shaped hash marked "fair": give every name one
-// shape.
-type FairLock struct{ sh *reentrantShape }
-
-// FairLock returns the FairLock called name. The name is checked by Acquire.
-func (c *Client) FairLock(name string) *FairLock {
-	return &FairLock{c.reentrant(name, true)}
+// shape. The name is checked by Acquire.
+func (c *Client) FairLock(name string) Locker {
+	return &fairLock{c.reentrant(name, true)}
 }
 
 // Name returns the lock's name.
-func (f *FairLock) Name() string { return f.sh.sp.name }
+func (f *fairLock) Name() string { return f.sh.sp.name }
 
 // Acquire takes or re-enters the lock in arrival order; see Locker and
-// FairLock.
-func (f *FairLock) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
+// Client.FairLock.
+func (f *fairLock) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
 	return f.sh.c.acquire(ctx, f.sh, opts)
 }

@@ -294,7 +294,7 @@ func TestFairReentrant(t *testing.T) {
 	})
 }
 
-func ExampleFairLock() {
+func ExampleClient_FairLock() {
 	rdb := exampleRedis()
 	defer rdb.Close()
 	c, err := dlock.New(rdb)

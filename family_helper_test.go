@@ -50,7 +50,7 @@ func helperMain(mode string) int {
 		}
 		lk, opts = c.FairLock(name), []dlock.Option{dlock.QueueTimeout(d)}
 	case "sem-hold", "rw-read-hold":
-		copts = append(copts, dlock.Config{WatchdogTimeout: d})
+		copts = append(copts, dlock.Config{TTL: d})
 		c, err := dlock.New(rdb, copts...)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "helper:", err)

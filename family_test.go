@@ -117,7 +117,7 @@ func TestFamilyWrongType(t *testing.T) {
 func TestFamilyLostSignal(t *testing.T) {
 	const timeout = 600 * time.Millisecond
 	rdb := server(t)
-	c := newClient(t, rdb, dlock.Config{WatchdogTimeout: timeout})
+	c := newClient(t, rdb, dlock.Config{TTL: timeout})
 	ctx := context.Background()
 	for _, tc := range []struct {
 		shape string

@@ -77,7 +77,7 @@ func TestIdempotentAcquire(t *testing.T) {
 // SCRIPT FLUSH mid-run: acquire, renewal and release still work.
 func TestScriptFlush(t *testing.T) {
 	rdb := server(t)
-	c := newClient(t, rdb, dlock.Config{WatchdogTimeout: 300 * time.Millisecond})
+	c := newClient(t, rdb, dlock.Config{TTL: 300 * time.Millisecond})
 	ctx := context.Background()
 	l, err := c.Lock("flush").Acquire(ctx)
 	if err != nil {

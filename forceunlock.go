@@ -5,8 +5,6 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/dlockgo/dlock/seam"
-
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,27 +25,27 @@ var forceUnlockScript = plain("force_unlock.lua")
 // A free lock returns a Removal with no Keys and no error. An invalid name
 // returns ErrInvalidName and changes nothing; a Redis error is returned as
 // is (some keys may then have been deleted already).
-func (c *Client) ForceUnlock(ctx context.Context, name string) (seam.Removal, error) {
+func (c *Client) ForceUnlock(ctx context.Context, name string) (Removal, error) {
 	if err := checkCall(ctx, name); err != nil {
-		return seam.Removal{}, wrap("force unlock", "", name, err)
+		return Removal{}, wrap("force unlock", "", name, err)
 	}
 	info, err := c.Inspect(ctx, name)
 	if err != nil && !errors.Is(err, ErrWrongType) {
-		return seam.Removal{}, err
+		return Removal{}, err
 	}
 	if err != nil {
-		info = seam.Info{Name: name, Held: true, TTL: info.TTL, LastFence: info.LastFence}
+		info = Info{Name: name, Held: true, TTL: info.TTL, LastFence: info.LastFence}
 	}
 	k := c.keys(name)
 	keys, err := c.lockKeysOf(ctx, k)
 	if err != nil {
-		return seam.Removal{Info: info}, redisErr(ctx, "force unlock", "", name, err)
+		return Removal{Info: info}, redisErr(ctx, "force unlock", "", name, err)
 	}
 	deleted, err := c.scripts.run(ctx, forceUnlockScript.call(keys, k.wake)).Int64Slice()
 	if err != nil {
-		return seam.Removal{Info: info}, redisErr(ctx, "force unlock", "", name, err)
+		return Removal{Info: info}, redisErr(ctx, "force unlock", "", name, err)
 	}
-	r := seam.Removal{Info: info, Keys: []string{}}
+	r := Removal{Info: info, Keys: []string{}}
 	for i, d := range deleted {
 		if d == 1 && i < len(keys) {
 			r.Keys = append(r.Keys, keys[i])

@@ -64,7 +64,7 @@ func lifecycle(t *testing.T, c *dlock.Client, name string, between func(step str
 // steps costs a reload and nothing else.
 func TestFunctionFlush(t *testing.T) {
 	rdb := server(t)
-	c := newClient(t, rdb, dlock.Config{WatchdogTimeout: 300 * time.Millisecond})
+	c := newClient(t, rdb, dlock.Config{TTL: 300 * time.Millisecond})
 	lifecycle(t, c, "flush", func(step string) {
 		if err := rdb.FunctionFlush(context.Background()).Err(); err != nil {
 			t.Fatal(err)
@@ -77,7 +77,7 @@ func TestFunctionFlush(t *testing.T) {
 		t.Errorf("%d EVALSHA calls on a server that runs functions", n)
 	}
 	// One library, whatever the number of Clients that load it.
-	c2 := newClient(t, rdb, dlock.Config{WatchdogTimeout: 300 * time.Millisecond})
+	c2 := newClient(t, rdb, dlock.Config{TTL: 300 * time.Millisecond})
 	lifecycle(t, c2, "flush2", func(string) {})
 	if libs := libraries(t, rdb); len(libs) != 1 || !strings.HasPrefix(libs[0], "dlock_") {
 		t.Errorf("libraries %v, want one dlock library", libs)
@@ -95,7 +95,7 @@ func TestFunctionsRefused(t *testing.T) {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "scripts", Password: "pw"})
 	t.Cleanup(func() { rdb.Close() })
-	c := newClient(t, rdb, dlock.Config{WatchdogTimeout: 300 * time.Millisecond})
+	c := newClient(t, rdb, dlock.Config{TTL: 300 * time.Millisecond})
 	lifecycle(t, c, "refused", func(string) {
 		if err := admin.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)

@@ -106,7 +106,7 @@ func FuzzHolderMeta(f *testing.F) {
 func fuzzServer(f *testing.F) (*redis.Client, *Client) {
 	srv := redistest.Start(f)
 	rdb := redistest.Client(f, srv)
-	c, err := New(rdb, Config{WatchdogTimeout: time.Second})
+	c, err := New(rdb, Config{TTL: time.Second})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("New(nil): %v", err)
 	}
 	for _, d := range []time.Duration{-time.Second, time.Microsecond} {
-		if _, err := dlock.New(rdb, dlock.Config{WatchdogTimeout: d}); !errors.Is(err, dlock.ErrInvalidDuration) {
+		if _, err := dlock.New(rdb, dlock.Config{TTL: d}); !errors.Is(err, dlock.ErrInvalidDuration) {
 			t.Fatalf("watchdog timeout %v: %v", d, err)
 		}
 	}

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlockgo/dlock/internal/ids"
-	"github.com/dlockgo/dlock/seam"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dlockgo/dlock/internal/ids"
 )
 
 // inspectors are asked in this order; the first that recognises the name's
@@ -20,9 +20,9 @@ var inspectors = []inspector{rwInspector, semInspector, reentrantInspector, mute
 // without changing it: every shape's inspector is asked (one round trip),
 // and the first that recognises the keys answers. A key no shape
 // recognises returns ErrWrongType.
-func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
+func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	if err := checkCall(ctx, name); err != nil {
-		return seam.Info{}, wrap("inspect", "", name, err)
+		return Info{}, wrap("inspect", "", name, err)
 	}
 	p := c.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(inspectors))
@@ -36,7 +36,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
 		case isNil(err):
 			continue
 		case err != nil:
-			return seam.Info{Name: name}, redisErr(ctx, "inspect", "", name, err)
+			return Info{Name: name}, redisErr(ctx, "inspect", "", name, err)
 		}
 		info, err := parseInspect(name, v)
 		if err != nil {
@@ -44,13 +44,13 @@ func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
 		}
 		return info, nil
 	}
-	return seam.Info{Name: name}, wrap("inspect", "", name, fmt.Errorf("%w: a key of no lock shape", ErrWrongType))
+	return Info{Name: name}, wrap("inspect", "", name, fmt.Errorf("%w: a key of no lock shape", ErrWrongType))
 }
 
 // parseInspect reads a normalized inspect reply (lua/inspect_lib.lua).
-func parseInspect(name string, v []any) (seam.Info, error) {
+func parseInspect(name string, v []any) (Info, error) {
 	r := reply{v: v}
-	info := seam.Info{Name: name, Shape: r.str(), TTL: r.ms(), LastFence: r.int(), Permits: int(r.int())}
+	info := Info{Name: name, Shape: r.str(), TTL: r.ms(), LastFence: r.int(), Permits: int(r.int())}
 	for range r.int() {
 		id, meta, count, fence, mode, ttl := r.str(), r.str(), int(r.int()), r.int(), r.str(), r.ms()
 		h := parseMeta(meta)
@@ -60,7 +60,7 @@ func parseInspect(name string, v []any) (seam.Info, error) {
 	for range r.int() {
 		id, meta, mode, deadline := r.str(), r.str(), r.str(), r.ms()
 		h := parseMeta(meta)
-		info.Queue = append(info.Queue, seam.Waiter{ID: ids.Short(id), Host: h.Host, PID: h.PID, Label: h.Label, Since: h.Since, Mode: mode, Deadline: deadline})
+		info.Queue = append(info.Queue, Waiter{ID: ids.Short(id), Host: h.Host, PID: h.PID, Label: h.Label, Since: h.Since, Mode: mode, Deadline: deadline})
 	}
 	info.Held = len(info.Holders) > 0
 	if r.bad {
@@ -108,12 +108,12 @@ func (r *reply) ms() time.Duration {
 }
 
 // parseMeta reads host|pid|acquired-at-ms|label.
-func parseMeta(meta string) seam.Holder {
+func parseMeta(meta string) Holder {
 	parts := strings.SplitN(meta, "|", 4)
 	for len(parts) < 4 {
 		parts = append(parts, "")
 	}
-	var h seam.Holder
+	var h Holder
 	h.Host = parts[0]
 	h.PID, _ = strconv.Atoi(parts[1])
 	if ms, err := strconv.ParseInt(parts[2], 10, 64); err == nil {

@@ -43,7 +43,7 @@ func TestLostSignal(t *testing.T) {
 	for _, tc := range cases {
 		for _, shape := range []string{"mutex", "lock"} {
 			t.Run(tc.name+"/"+shape, func(t *testing.T) {
-				c := newClient(t, rdb, dlock.Config{WatchdogTimeout: timeout})
+				c := newClient(t, rdb, dlock.Config{TTL: timeout})
 				l, err := lockers(c, "lost")[shape].Acquire(ctx)
 				if err != nil {
 					t.Fatal(err)
@@ -226,7 +226,7 @@ func TestLateGrantGivenBack(t *testing.T) {
 	slow.delay.Store(int64(400 * time.Millisecond))
 	rdb.AddHook(slow)
 	for _, lease := range []dlock.Option{{}, dlock.LeaseTime(300 * time.Millisecond)} {
-		c := newClient(t, rdb, dlock.Config{WatchdogTimeout: 300 * time.Millisecond})
+		c := newClient(t, rdb, dlock.Config{TTL: 300 * time.Millisecond})
 		slow.on.Store(true)
 		_, err := c.Mutex("late").Acquire(context.Background(), dlock.Wait(time.Second), lease)
 		slow.on.Store(false)
@@ -255,7 +255,7 @@ func TestNoZombieHold(t *testing.T) {
 	rdb := server(t)
 	slow := &slowReplies{}
 	rdb.AddHook(slow)
-	c := newClient(t, rdb, dlock.Config{WatchdogTimeout: 60 * time.Millisecond})
+	c := newClient(t, rdb, dlock.Config{TTL: 60 * time.Millisecond})
 	ctx := context.Background()
 	got := 0
 	for i := range 60 {
@@ -288,7 +288,7 @@ func TestNoZombieHold(t *testing.T) {
 func TestUnlockLostWhileUnreachable(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redistest.Client(t, srv)
-	c := newClient(t, rdb, dlock.Config{WatchdogTimeout: 300 * time.Millisecond})
+	c := newClient(t, rdb, dlock.Config{TTL: 300 * time.Millisecond})
 	ctx := context.Background()
 	l, err := c.Mutex("frozen").Acquire(ctx)
 	if err != nil {

@@ -34,7 +34,7 @@ const listWorkers = 16
 // freed while List runs; SCAN may miss a lock created while it runs. A pattern longer than
 // seam.MaxNameLen returns ErrInvalidArgument. On a Redis error List returns it and
 // no Info.
-func (c *Client) List(ctx context.Context, pattern string) ([]seam.Info, error) {
+func (c *Client) List(ctx context.Context, pattern string) ([]Info, error) {
 	if err := seam.CheckContext(ctx); err != nil {
 		return nil, wrap("list", "", pattern, err)
 	}
@@ -52,7 +52,7 @@ func (c *Client) List(ctx context.Context, pattern string) ([]seam.Info, error) 
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(infos, func(a, b seam.Info) int {
+	slices.SortFunc(infos, func(a, b Info) int {
 		sa, sb := oldestSince(a), oldestSince(b)
 		switch {
 		case sa.IsZero() != sb.IsZero():
@@ -69,7 +69,7 @@ func (c *Client) List(ctx context.Context, pattern string) ([]seam.Info, error) 
 }
 
 // oldestSince returns the earliest known Since of info's holders.
-func oldestSince(info seam.Info) time.Time {
+func oldestSince(info Info) time.Time {
 	var t time.Time
 	for _, h := range info.Holders {
 		if !h.Since.IsZero() && (t.IsZero() || h.Since.Before(t)) {
@@ -140,14 +140,14 @@ func scanNode(ctx context.Context, rdb redis.Cmdable, match string, found func(s
 
 // inspectAll inspects names with up to listWorkers calls at once and returns
 // the held ones; locks of an unknown shape are left out.
-func (c *Client) inspectAll(parent context.Context, names []string) ([]seam.Info, error) {
+func (c *Client) inspectAll(parent context.Context, names []string) ([]Info, error) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	todo := make(chan string)
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
-		infos []seam.Info
+		infos []Info
 	)
 	for range min(listWorkers, len(names)) {
 		wg.Add(1)

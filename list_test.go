@@ -13,9 +13,10 @@ import (
 
 	"github.com/dlockgo/dlock/seam"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // commandCalls returns how often rdb's server ran cmd (INFO commandstats).
@@ -120,7 +121,7 @@ func TestListTenThousand(t *testing.T) {
 	if len(infos) != 10000 {
 		t.Fatalf("List(stock:*) = %d locks, want 10000", len(infos))
 	}
-	if !slices.ContainsFunc(infos, func(i seam.Info) bool { return i.Name == "stock:read" }) {
+	if !slices.ContainsFunc(infos, func(i dlock.Info) bool { return i.Name == "stock:read" }) {
 		t.Fatalf("the read-held RWLock is not listed")
 	}
 	if infos[0].Name != "stock:old" || infos[0].Shape != "lock" || infos[0].Holders[0].Fence != old.Token() {

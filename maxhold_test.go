@@ -25,7 +25,7 @@ func (r *lostRecorder) ObserveLost(ev observe.LostEvent) { r.reasons <- ev.Reaso
 func TestMaxHold(t *testing.T) {
 	rdb := server(t)
 	rec := &lostRecorder{reasons: make(chan observe.LostReason, 4)}
-	c := newClient(t, rdb, dlock.Config{WatchdogTimeout: 300 * time.Millisecond, Observer: rec})
+	c := newClient(t, rdb, dlock.Config{TTL: 300 * time.Millisecond, Observer: rec})
 	other := newClient(t, rdb)
 	ctx := context.Background()
 	const maxHold = 800 * time.Millisecond

@@ -21,7 +21,19 @@ var (
 	multiExtend  = plain("multi_extend.lua")
 )
 
-// MultiLock locks several names as one (Redisson's RedissonMultiLock): it is
+// multiLock is a Client's MultiLock.
+type multiLock struct {
+	c     *Client
+	names []string // sorted
+
+	once   sync.Once
+	ks     []queueKeys // the members' keys, made on first use
+	keys   []string    // every member's keys as script KEYS
+	single bool        // oneSlot's answer
+}
+
+// MultiLock returns the lock over names (in any order), which locks them
+// as one (Redisson's RedissonMultiLock): it is
 // acquired only when every name is, and an attempt that cannot take them all
 // gives back whatever it took before it waits or returns. Names are taken in
 // one canonical (sorted) order whatever order the caller gives, so two
@@ -39,40 +51,29 @@ var (
 // that include one of an earlier grant's names gets a larger token while the
 // members' counters live on one server clock (they are server time based, see
 // Lease.Token); across Cluster nodes that also depends on the nodes' clocks.
-type MultiLock struct {
-	c     *Client
-	names []string // sorted
-
-	once   sync.Once
-	ks     []queueKeys // the members' keys, made on first use
-	keys   []string    // every member's keys as script KEYS
-	single bool        // oneSlot's answer
-}
-
-// MultiLock returns the lock over names (in any order). The names are
-// checked by Acquire: at least one, each a valid name, no duplicates.
-func (c *Client) MultiLock(names ...string) *MultiLock {
-	return &MultiLock{c: c, names: slices.Sorted(slices.Values(names))}
+// ReplicaAck is supported only where an attempt is one script (not across
+// Cluster slots). The names are checked by Acquire: at least one, each a
+// valid name, no duplicates.
+func (c *Client) MultiLock(names ...string) Locker {
+	return &multiLock{c: c, names: slices.Sorted(slices.Values(names))}
 }
 
 // Name returns the member names in canonical order, joined by ",".
-func (m *MultiLock) Name() string { return strings.Join(m.names, ",") }
+func (m *multiLock) Name() string { return strings.Join(m.names, ",") }
 
-// Acquire takes every member or none; see Locker and MultiLock. ReplicaAck
-// is supported only where an attempt is one script (not across Cluster
-// slots).
-func (m *MultiLock) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
+// Acquire takes every member or none; see Locker and Client.MultiLock.
+func (m *multiLock) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
 	return m.c.acquire(ctx, multiShape{m}, opts)
 }
 
 // oneSlot reports whether an attempt can be one script: not a Cluster, or
 // every member key in one slot.
-func (m *MultiLock) oneSlot() bool {
+func (m *multiLock) oneSlot() bool {
 	m.build()
 	return m.single
 }
 
-func (m *MultiLock) computeOneSlot() bool {
+func (m *multiLock) computeOneSlot() bool {
 	if _, ok := m.c.rdb.(*redis.ClusterClient); !ok {
 		return true
 	}
@@ -87,13 +88,13 @@ func (m *MultiLock) computeOneSlot() bool {
 
 // memberKeys are the members' keys: each one a Lock's (lock, fence
 // counter, queue, deadlines), in canonical order.
-func (m *MultiLock) memberKeys() []queueKeys {
+func (m *multiLock) memberKeys() []queueKeys {
 	m.build()
 	return m.ks
 }
 
 // build makes the members' keys once.
-func (m *MultiLock) build() {
+func (m *multiLock) build() {
 	m.once.Do(func() {
 		m.ks = make([]queueKeys, len(m.names))
 		for i, n := range m.names {
@@ -114,7 +115,7 @@ func keysOf(ks []queueKeys) []string {
 	return keys
 }
 
-type multiShape struct{ m *MultiLock }
+type multiShape struct{ m *multiLock }
 
 // spec: members that share a Cluster slot are taken by one script (which
 // ReplicaAck may follow); others one by one in canonical order.
@@ -225,7 +226,7 @@ func memberRelease(c *Client, k *queueKeys, owner, op string) scriptCall {
 // multiOps drives a held MultiLock: one script when its keys share a slot,
 // else one Lock script per member (pipelined).
 type multiOps struct {
-	m     *MultiLock
+	m     *multiLock
 	owner string
 }
 

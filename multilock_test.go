@@ -119,7 +119,7 @@ func multiNoDeadlock(t *testing.T, rdb redis.UniversalClient) {
 	var rounds [2]atomic.Int64
 	stop := time.Now().Add(2 * time.Second)
 	var wg sync.WaitGroup
-	for i, ml := range []*dlock.MultiLock{a.MultiLock("a", "b"), b.MultiLock("b", "a")} {
+	for i, ml := range []dlock.Locker{a.MultiLock("a", "b"), b.MultiLock("b", "a")} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -156,7 +156,7 @@ func multiNoDeadlock(t *testing.T, rdb redis.UniversalClient) {
 // the other members.
 func multiMemberLost(t *testing.T, rdb redis.UniversalClient) {
 	const timeout = 600 * time.Millisecond
-	c := newClient(t, rdb, dlock.Config{WatchdogTimeout: timeout})
+	c := newClient(t, rdb, dlock.Config{TTL: timeout})
 	ctx := context.Background()
 	l, err := c.MultiLock("x", "y", "z").Acquire(ctx)
 	if err != nil {
@@ -251,7 +251,7 @@ func multiClusterOneSlot(t *testing.T, rdb *redis.ClusterClient) {
 	}
 }
 
-func ExampleMultiLock() {
+func ExampleClient_MultiLock() {
 	rdb := exampleRedis()
 	defer rdb.Close()
 	c, err := dlock.New(rdb)

@@ -14,37 +14,40 @@ var mutexInspector = inspector{withLibs("mutex_inspect.lua", "lib.lua", "inspect
 	return []string{k.lock, k.fence, k.queue, k.timeouts}
 }}
 
-// Mutex is the minimal correct lock (one string key, SET NX PX, a random
-// token per acquisition, compare-and-delete release), with a waiter queue:
-// a release hands a contended Mutex straight to the first live waiter (see
-// the queue notes in queue.go). It is not fair: a free Mutex goes to whoever
-// asks, queue or not (it is free with waiters queued only after a holder's
-// lease ran out). It is not reentrant: acquiring a Mutex that the same owner
-// already holds waits like anyone else (and, with no Wait, until ctx is
-// done). Use Lock for reentrancy, FairLock for strict arrival order.
-//
-// An uncontended acquisition and its release are one round trip each.
-type Mutex struct {
+// mutex is a Client's Mutex.
+type mutex struct {
 	c  *Client
 	k  queueKeys
 	sp shapeSpec
 }
 
-// Mutex returns the Mutex called name. The name is checked by Acquire. A
-// Mutex costs two small allocations to make: make one per acquisition (a
-// lock per order id) or keep one, as suits the caller.
-func (c *Client) Mutex(name string) *Mutex {
-	m := &Mutex{c: c, k: c.queueKeys(name)}
+// Mutex returns the Mutex called name: the minimal correct lock (one
+// string key, SET NX PX, a random token per acquisition, compare-and-delete
+// release), with a waiter queue: a release hands a contended Mutex straight
+// to the first live waiter (see the queue notes in queue.go). It is not
+// fair: a free Mutex goes to whoever asks, queue or not (it is free with
+// waiters queued only after a holder's lease ran out). It is not reentrant:
+// acquiring a Mutex that the same owner already holds waits like anyone
+// else (and, with no Wait, until ctx is done). Use Lock for reentrancy,
+// FairLock for strict arrival order.
+//
+// An uncontended acquisition and its release are one round trip each (and
+// the calls of concurrent callers of one Client share pipelines). The name
+// is checked by Acquire. A Mutex costs two small allocations to make: make
+// one per acquisition (a lock per order id) or keep one, as suits the
+// caller.
+func (c *Client) Mutex(name string) Locker {
+	m := &mutex{c: c, k: c.queueKeys(name)}
 	m.k.box()
 	m.sp = shapeSpec{kind: "mutex", name: name, keys: m.k.waiting(), wake: wakeHandOff, intReply: true, replicaAck: true, queue: &m.k, leave: mutexLeaveCall}
 	return m
 }
 
 // Name returns the lock's name.
-func (m *Mutex) Name() string { return m.sp.name }
+func (m *mutex) Name() string { return m.sp.name }
 
 // Acquire takes the mutex; see Locker.
-func (m *Mutex) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
+func (m *mutex) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
 	return m.c.acquire(ctx, mutexShape{m}, opts)
 }
 
@@ -54,7 +57,7 @@ func mutexLeaveCall(a *attempt) scriptCall {
 	return scriptCall{mutexLeave, append(k.begin(mutexLeave, 3), a.args.token, c.queueMember(a), c.argCheck)}
 }
 
-type mutexShape struct{ m *Mutex }
+type mutexShape struct{ m *mutex }
 
 func (s mutexShape) spec() *shapeSpec { return &s.m.sp }
 

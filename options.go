@@ -63,7 +63,12 @@ func ReplicaAckConnected(timeout time.Duration) Option { return seam.ReplicaAckC
 // OnLost registers f to run once, in its own goroutine, when the lease is
 // lost (not when it is released). The Client's Close waits for it, within
 // its bound.
-func OnLost(f func(*Lease)) Option { return seam.OnLost(f) }
+func OnLost(f func(*Lease)) Option {
+	if f == nil {
+		return seam.OnLost(nil) // refused by the Acquire it is given to
+	}
+	return seam.OnLost(func(l *seam.Lease) { f((*Lease)(l)) })
+}
 
 // MaxHold caps how long the lock may be held, whatever keeps it (the
 // watchdog, Extend): d after the grant the lease is lost, with cause

@@ -20,7 +20,14 @@ const (
 	redLockRetryMax = 200 * time.Millisecond
 )
 
-// RedLock is the Redlock algorithm over N >= 3 independent Redis masters,
+// redLock is a RedLock.
+type redLock struct {
+	name    string
+	clients []*Client
+}
+
+// NewRedLock returns the RedLock called name over clients, one per
+// independent master: the Redlock algorithm over N >= 3 independent Redis masters,
 // one Client each (N = 5 is usual): a lock that survives the loss of a
 // minority of them. It is a reentrant Lock on each node (same owner rules as
 // Lock).
@@ -58,25 +65,20 @@ const (
 // 000 §2.8). RedLock lowers the odds of losing a lock to a single failure; it
 // is not consensus. For tokens that never go back, use a consensus store
 // (etcd, ZooKeeper) to issue them.
-type RedLock struct {
-	name    string
-	clients []*Client
-}
-
-// NewRedLock returns the RedLock called name over clients, one per
-// independent master. Acquire checks the arguments: at least 3 clients, none
+//
+// ReplicaAck is not supported (the quorum is RedLock's answer to
+// replication loss). Acquire checks the arguments: at least 3 clients, none
 // nil, none twice.
-func NewRedLock(name string, clients ...*Client) *RedLock {
-	return &RedLock{name: name, clients: slices.Clone(clients)}
+func NewRedLock(name string, clients ...*Client) Locker {
+	return &redLock{name: name, clients: slices.Clone(clients)}
 }
 
 // Name returns the lock's name.
-func (r *RedLock) Name() string { return r.name }
+func (r *redLock) Name() string { return r.name }
 
-// Acquire takes the lock on a quorum of the nodes; see Locker and RedLock.
-// ReplicaAck is not supported (the quorum is RedLock's answer to replication
-// loss).
-func (r *RedLock) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
+// Acquire takes the lock on a quorum of the nodes; see Locker and
+// NewRedLock.
+func (r *redLock) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
 	sh := redShape{r: r, att: &redAttempt{}}
 	if len(r.clients) == 0 || r.clients[0] == nil {
 		return nil, wrap("acquire", "redlock", r.name, sh.validate())
@@ -151,7 +153,7 @@ var (
 // each reply that came after the collection ended. finished is closed once
 // every call (and late) is done. The goroutines are the first Client's: its
 // Close waits for them.
-func (r *RedLock) quorum(ctx context.Context, wait, grace, callTimeout time.Duration, stop func(n, q, yes, got int) bool, call func(ctx context.Context, i int) nodeReply, late func(nodeReply)) (replies []nodeReply, finished <-chan struct{}) {
+func (r *redLock) quorum(ctx context.Context, wait, grace, callTimeout time.Duration, stop func(n, q, yes, got int) bool, call func(ctx context.Context, i int) nodeReply, late func(nodeReply)) (replies []nodeReply, finished <-chan struct{}) {
 	n := len(r.clients)
 	q := n/2 + 1
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
@@ -233,7 +235,7 @@ func tally(replies []nodeReply) (yes, no int, fence int64, err error) {
 }
 
 type redShape struct {
-	r   *RedLock
+	r   *redLock
 	att *redAttempt
 }
 
@@ -366,7 +368,7 @@ func (s redShape) ops(a *attempt) holdOps { return redOps{r: s.r, owner: a.owner
 // redOps drives a held RedLock over its quorum. The watchdog renews it
 // through extend (renewCalls: none).
 type redOps struct {
-	r     *RedLock
+	r     *redLock
 	owner string
 	att   *redAttempt // nil for a failed attempt's clean-up
 }

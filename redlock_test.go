@@ -173,7 +173,7 @@ func TestRedLockSlowNode(t *testing.T) {
 // left, the watchdog keeps it.
 func TestRedLockLostBelowQuorum(t *testing.T) {
 	const timeout = 600 * time.Millisecond
-	_, cs, rdbs := redNodes(t, 5, dlock.Config{WatchdogTimeout: timeout})
+	_, cs, rdbs := redNodes(t, 5, dlock.Config{TTL: timeout})
 	ctx := context.Background()
 	l, err := dlock.NewRedLock("q", cs...).Acquire(ctx)
 	if err != nil {

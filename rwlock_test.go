@@ -156,7 +156,7 @@ func TestRWHammer(t *testing.T) {
 func TestRWCrashedReader(t *testing.T) {
 	const lease = 600 * time.Millisecond
 	srv := redistest.Start(t)
-	c := newClients(t, srv.Addr(), 1, dlock.Config{WatchdogTimeout: lease})[0]
+	c := newClients(t, srv.Addr(), 1, dlock.Config{TTL: lease})[0]
 	ctx := context.Background()
 	live, err := c.RWLock("crash").ReadLock().Acquire(ctx)
 	if err != nil {

@@ -21,7 +21,7 @@ func TestWatchdogBatches(t *testing.T) {
 	rdb := redistest.Client(t, srv)
 	counter := &pipeCounter{}
 	rdb.AddHook(counter)
-	c := newClient(t, rdb, dlock.Config{WatchdogTimeout: 600 * time.Millisecond, RenewBatch: batch})
+	c := newClient(t, rdb, dlock.Config{TTL: 600 * time.Millisecond, RenewBatch: batch})
 	ctx := context.Background()
 	leases := make([]*dlock.Lease, n)
 	for i := range leases {
@@ -109,7 +109,7 @@ func waitRenewals(t *testing.T, c *dlock.Client, n int64) {
 // With the watchdog (timeout 600 ms) the lock stays held through 3 s of work.
 func TestWatchdogKeepsLock(t *testing.T) {
 	rdb := server(t)
-	a := newClient(t, rdb, dlock.Config{WatchdogTimeout: 600 * time.Millisecond})
+	a := newClient(t, rdb, dlock.Config{TTL: 600 * time.Millisecond})
 	b := newClient(t, rdb)
 	ctx := context.Background()
 	l, err := a.Mutex("wd").Acquire(ctx)
@@ -169,7 +169,7 @@ func TestLostWhenServerPaused(t *testing.T) {
 	})
 	t.Run("watchdog", func(t *testing.T) {
 		const timeout = 600 * time.Millisecond
-		c := newClient(t, rdb, dlock.Config{WatchdogTimeout: timeout})
+		c := newClient(t, rdb, dlock.Config{TTL: timeout})
 		l, err := c.Lock("paused-wd").Acquire(ctx)
 		if err != nil {
 			t.Fatal(err)

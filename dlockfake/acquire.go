@@ -60,7 +60,7 @@ var errLate = errors.New("granted late")
 // acquire is Acquire of every shape.
 func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (l *dlock.Lease, err error) {
 	_, call := c.keeper.StartAcquire(ctx, r.shape, r.name) // no store request for a tracer's span to parent
-	defer func() { call.Done(l, err) }()
+	defer func() { call.Done((*seam.Lease)(l), err) }()
 	a, err := c.prepare(ctx, r, opts)
 	if err == nil {
 		l, err = a.run(ctx)
@@ -264,7 +264,7 @@ func (a *acquisition) granted(ctx context.Context, h *holding, sent time.Time, d
 	if o.ttl > 0 && hold.Ops() == o { // a new hold, not a re-entry that joined one
 		c.renewed(o, sent)
 	}
-	return l, nil
+	return (*dlock.Lease)(l), nil
 }
 
 // enqueue gives a its place behind every waiter of its names; s.mu is

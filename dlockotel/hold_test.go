@@ -112,7 +112,7 @@ func TestLostDeletedFoundByUnlock(t *testing.T) {
 // The watchdog finds the deleted key: the hold span ends at that loss,
 // before any Unlock.
 func TestLostDeletedFoundByWatchdog(t *testing.T) {
-	r := newRig(t, dlock.Config{WatchdogTimeout: 300 * time.Millisecond})
+	r := newRig(t, dlock.Config{TTL: 300 * time.Millisecond})
 	ctx := testCtx(t)
 	l, err := r.c.Mutex("stock:7").Acquire(ctx, dlock.Wait(0))
 	if err != nil {
@@ -141,7 +141,7 @@ func TestLostDeletedFoundByWatchdog(t *testing.T) {
 // MaxHold: a watchdog lease held past its cap is lost with max_hold; a
 // Client closed under a held lock loses it with closed.
 func TestLostMaxHoldAndClosed(t *testing.T) {
-	r := newRig(t, dlock.Config{WatchdogTimeout: 300 * time.Millisecond})
+	r := newRig(t, dlock.Config{TTL: 300 * time.Millisecond})
 	ctx := testCtx(t)
 	l, err := r.c.Mutex("stock:cap").Acquire(ctx, dlock.Wait(0), dlock.MaxHold(200*time.Millisecond))
 	if err != nil {
@@ -212,7 +212,7 @@ func TestReentrantOneHold(t *testing.T) {
 // (dlock.hold.renewals) and by renewals-per-lease; a hold renewed past the
 // slow-hold threshold is counted slow once, while it is held.
 func TestRenewalsAndSlowHolds(t *testing.T) {
-	r := newRig(t, dlock.Config{WatchdogTimeout: 300 * time.Millisecond}, dlockotel.WithSlowHold(250*time.Millisecond))
+	r := newRig(t, dlock.Config{TTL: 300 * time.Millisecond}, dlockotel.WithSlowHold(250*time.Millisecond))
 	ctx := testCtx(t)
 	l, err := r.c.Mutex("stock:slow").Acquire(ctx, dlock.Wait(0))
 	if err != nil {

@@ -31,7 +31,7 @@ func TestZooKeeper(t *testing.T) {
 	r := newRecorder(t, dlockotel.WithBackend("zookeeper"))
 	const root = "/dlockotel"
 	dial := func() *zklock.Client {
-		c, err := zklock.Dial(ctx, srv.Addr(), zklock.Config{Root: root, SessionTimeout: 5 * time.Second, Observer: r.ev})
+		c, err := zklock.Dial(ctx, srv.Addr(), zklock.Config{Prefix: root, TTL: 5 * time.Second, Observer: r.ev})
 		if err != nil {
 			t.Fatalf("zklock.Dial: %v", err)
 		}

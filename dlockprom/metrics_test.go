@@ -50,7 +50,7 @@ func TestForcedLossFoundByUnlock(t *testing.T) {
 // The watchdog finds the deleted key first; the later Unlock is counted as
 // an unlock that found the lock lost, and the loss is still counted once.
 func TestForcedLossFoundByWatchdog(t *testing.T) {
-	r := newRig(t, []dlock.Config{{WatchdogTimeout: 300 * time.Millisecond}})
+	r := newRig(t, []dlock.Config{{TTL: 300 * time.Millisecond}})
 	ctx := testCtx(t)
 	l, err := r.c.Mutex("stock:7").Acquire(ctx, dlock.Wait(0))
 	if err != nil {
@@ -101,7 +101,7 @@ func TestUnreachableRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
-	r := newRigOn(t, rdb, []dlock.Config{{WatchdogTimeout: 600 * time.Millisecond}})
+	r := newRigOn(t, rdb, []dlock.Config{{TTL: 600 * time.Millisecond}})
 	ctx := testCtx(t)
 	l, err := r.c.Lock("job:17").Acquire(ctx, dlock.Wait(0))
 	if err != nil {
@@ -259,7 +259,7 @@ func TestHoldLeaseRatio(t *testing.T) {
 
 // The held gauge follows reentrant Leases through release and loss.
 func TestHeldGaugeReentrant(t *testing.T) {
-	r := newRig(t, []dlock.Config{{WatchdogTimeout: 300 * time.Millisecond}})
+	r := newRig(t, []dlock.Config{{TTL: 300 * time.Millisecond}})
 	ctx := testCtx(t)
 	held := func() float64 { return get(t, r.reg, "dlock_held_leases", "shape", "lock", "group", "order").value }
 	lk := r.c.Lock("order:1")
@@ -330,7 +330,7 @@ func TestHeldGaugeReentrant(t *testing.T) {
 func TestRenewalsPerLease(t *testing.T) {
 	// A 600 ms watchdog lease renews every 200 ms: long enough that a
 	// loaded machine does not lose it between renewals.
-	r := newRig(t, []dlock.Config{{WatchdogTimeout: 600 * time.Millisecond}})
+	r := newRig(t, []dlock.Config{{TTL: 600 * time.Millisecond}})
 	ctx := testCtx(t)
 	l, err := r.c.Lock("report:2025").Acquire(ctx)
 	if err != nil {

@@ -15,7 +15,7 @@ const slowMsg = "dlock: slow hold"
 func TestSlowHoldWarnedWhileHeld(t *testing.T) {
 	// A 600 ms watchdog lease renews every 200 ms: a loaded machine does not
 	// lose it between renewals.
-	r := newRig(t, []dlock.Config{{WatchdogTimeout: 600 * time.Millisecond}},
+	r := newRig(t, []dlock.Config{{TTL: 600 * time.Millisecond}},
 		dlockprom.WithSlowHold(250*time.Millisecond))
 	ctx := testCtx(t)
 	l, err := r.c.Lock("stock:1001").Acquire(ctx)

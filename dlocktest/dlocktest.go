@@ -16,7 +16,7 @@
 // permit count kept in the store (set by the first, a mismatch refused,
 // SetPermits), MultiLock (all names or none, no deadlock between
 // overlapping ones), QueueTimeout (a live waiter keeps its place, a silent
-// one stops blocking the queue), Inspect (one meaning of seam.Info on
+// one stops blocking the queue), Inspect (one meaning of dlock.Info on
 // every backend), leader election (package election on the backend's
 // Mutex and Inspect: one leader at a time, increasing tokens, a closed
 // leader followed by another, a panicking leader that gives the lock up,
@@ -112,9 +112,9 @@ type Client struct {
 	// MultiLock locks every one of names or none; its members exclude the
 	// Lock of the same name (see Backend.MultiLockUnsupported).
 	MultiLock func(names ...string) dlock.Locker
-	// Inspect is the client's seam.Inspector (the Inspect and election
+	// Inspect is the client's Inspect (the Inspect and election
 	// tests need it; nil skips them).
-	Inspect func(ctx context.Context, name string) (seam.Info, error)
+	Inspect func(ctx context.Context, name string) (dlock.Info, error)
 	Close   func() error
 }
 

@@ -10,13 +10,12 @@ import (
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/election"
 	"github.com/dlockgo/dlock/internal/witness"
-	"github.com/dlockgo/dlock/seam"
 )
 
-// inspectorFunc is a Client's Inspect as a seam.Inspector.
-type inspectorFunc func(ctx context.Context, name string) (seam.Info, error)
+// inspectorFunc is a Client's Inspect as an election.Inspector.
+type inspectorFunc func(ctx context.Context, name string) (dlock.Info, error)
 
-func (f inspectorFunc) Inspect(ctx context.Context, name string) (seam.Info, error) {
+func (f inspectorFunc) Inspect(ctx context.Context, name string) (dlock.Info, error) {
 	return f(ctx, name)
 }
 

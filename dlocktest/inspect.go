@@ -9,11 +9,10 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
-	"github.com/dlockgo/dlock/seam"
 )
 
 // The Inspect tests read locks of every shape held, waited for and free,
-// and check the meaning every backend gives seam.Info, allowing what
+// and check the meaning every backend gives dlock.Info, allowing what
 // seam documents differs by store: TTL is a countdown on Redis and a
 // bound on a session store (how long a hold outlives its holder's last
 // sign of life), Count is 1 where the client counts re-entries, a
@@ -21,7 +20,7 @@ import (
 // and LastFence is 0 where the store keeps no counter.
 
 // inspector returns c's Inspect, skipping t if it has none.
-func inspector(t *testing.T, c Client) func(context.Context, string) (seam.Info, error) {
+func inspector(t *testing.T, c Client) func(context.Context, string) (dlock.Info, error) {
 	t.Helper()
 	if c.Inspect == nil {
 		t.Skip("the backend client has no Inspect")
@@ -31,7 +30,7 @@ func inspector(t *testing.T, c Client) func(context.Context, string) (seam.Info,
 
 // inspectUntil calls inspect until ok accepts the answer, failing t after
 // 10 s with the last one.
-func inspectUntil(t *testing.T, ctx context.Context, inspect func(context.Context, string) (seam.Info, error), name, what string, ok func(seam.Info) bool) seam.Info {
+func inspectUntil(t *testing.T, ctx context.Context, inspect func(context.Context, string) (dlock.Info, error), name, what string, ok func(dlock.Info) bool) dlock.Info {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -55,7 +54,7 @@ func inspectUntil(t *testing.T, ctx context.Context, inspect func(context.Contex
 func (s *suite) ttlBound() time.Duration { return max(s.b.Renewal, s.b.Lease) + time.Second }
 
 // checkHolder checks what Inspect says of a holder l of this process.
-func (s *suite) checkHolder(t *testing.T, h seam.Holder, l *dlock.Lease, mode string) {
+func (s *suite) checkHolder(t *testing.T, h dlock.Holder, l *dlock.Lease, mode string) {
 	t.Helper()
 	host, _ := os.Hostname()
 	switch {
@@ -77,7 +76,7 @@ func (s *suite) checkHolder(t *testing.T, h seam.Holder, l *dlock.Lease, mode st
 }
 
 // checkWaiter checks what Inspect says of a waiter of this process.
-func checkWaiter(t *testing.T, w seam.Waiter, mode string) {
+func checkWaiter(t *testing.T, w dlock.Waiter, mode string) {
 	t.Helper()
 	switch {
 	case w.ID == "" || len(w.ID) > 8:
@@ -135,7 +134,7 @@ func (s *suite) inspectExclusive(t *testing.T) {
 			}
 			n := name(t)
 			l := acquire(t, ctx, tc.get(a)(n))
-			info := inspectUntil(t, ctx, inspect, n, "held", func(i seam.Info) bool { return i.Held })
+			info := inspectUntil(t, ctx, inspect, n, "held", func(i dlock.Info) bool { return i.Held })
 			if !slices.Contains(tc.shapes, info.Shape) || len(info.Holders) != 1 || len(info.Queue) != 0 {
 				t.Fatalf("a held %s: %+v", tc.shape, info)
 			}
@@ -147,14 +146,14 @@ func (s *suite) inspectExclusive(t *testing.T) {
 				t.Errorf("last fence %d below the holder's token %d", info.LastFence, l.Token())
 			}
 			stop := waitIn(t, ctx, tc.get(b)(n))
-			info = inspectUntil(t, ctx, inspect, n, "a waiter", func(i seam.Info) bool { return len(i.Queue) == 1 })
+			info = inspectUntil(t, ctx, inspect, n, "a waiter", func(i dlock.Info) bool { return len(i.Queue) == 1 })
 			if len(info.Holders) != 1 || info.Holders[0].Fence != l.Token() {
 				t.Fatalf("held and waited for: %+v", info)
 			}
 			checkWaiter(t, info.Queue[0], "")
 			stop()
 			unlock(t, l)
-			info = inspectUntil(t, ctx, inspect, n, "free again", func(i seam.Info) bool { return !i.Held && len(i.Queue) == 0 })
+			info = inspectUntil(t, ctx, inspect, n, "free again", func(i dlock.Info) bool { return !i.Held && len(i.Queue) == 0 })
 			if len(info.Holders) != 0 || (info.LastFence != 0 && info.LastFence < l.Token()) {
 				t.Fatalf("free again: %+v", info)
 			}
@@ -173,12 +172,12 @@ func (s *suite) inspectReadWrite(t *testing.T) {
 	n := name(t)
 	r1 := acquire(t, ctx, a.Read(n))
 	r2 := acquire(t, ctx, b.Read(n))
-	info := inspectUntil(t, ctx, inspect, n, "two readers", func(i seam.Info) bool { return len(i.Holders) == 2 })
+	info := inspectUntil(t, ctx, inspect, n, "two readers", func(i dlock.Info) bool { return len(i.Holders) == 2 })
 	if info.Shape != "rw" || !info.Held || len(info.Queue) != 0 {
 		t.Fatalf("two readers: %+v", info)
 	}
 	for _, l := range []*dlock.Lease{r1, r2} {
-		var h *seam.Holder
+		var h *dlock.Holder
 		for i := range info.Holders {
 			if info.Holders[i].Fence == l.Token() {
 				h = &info.Holders[i]
@@ -190,7 +189,7 @@ func (s *suite) inspectReadWrite(t *testing.T) {
 		s.checkHolder(t, *h, l, "read")
 	}
 	stop := waitIn(t, ctx, c.Write(n))
-	info = inspectUntil(t, ctx, inspect, n, "a waiting writer", func(i seam.Info) bool { return len(i.Queue) == 1 })
+	info = inspectUntil(t, ctx, inspect, n, "a waiting writer", func(i dlock.Info) bool { return len(i.Queue) == 1 })
 	if len(info.Holders) != 2 {
 		t.Fatalf("two readers and a writer waiting: %+v", info)
 	}
@@ -198,7 +197,7 @@ func (s *suite) inspectReadWrite(t *testing.T) {
 	stop()
 	unlock(t, r1)
 	unlock(t, r2)
-	inspectUntil(t, ctx, inspect, n, "free again", func(i seam.Info) bool { return !i.Held && len(i.Holders) == 0 && len(i.Queue) == 0 })
+	inspectUntil(t, ctx, inspect, n, "free again", func(i dlock.Info) bool { return !i.Held && len(i.Holders) == 0 && len(i.Queue) == 0 })
 }
 
 // inspectSemaphore: the count, the permits held (each with its own TTL,
@@ -213,12 +212,12 @@ func (s *suite) inspectSemaphore(t *testing.T) {
 	n := name(t)
 	p1 := acquire(t, ctx, a.Semaphore(n, 3))
 	p2 := acquire(t, ctx, b.Semaphore(n, 3))
-	info := inspectUntil(t, ctx, inspect, n, "two permits", func(i seam.Info) bool { return len(i.Holders) == 2 })
+	info := inspectUntil(t, ctx, inspect, n, "two permits", func(i dlock.Info) bool { return len(i.Holders) == 2 })
 	if info.Shape != "semaphore" || info.Permits != 3 || !info.Held || info.TTL >= 0 {
 		t.Fatalf("two permits of 3: %+v, want shape semaphore, 3 permits, TTL < 0", info)
 	}
 	for _, l := range []*dlock.Lease{p1, p2} {
-		var h *seam.Holder
+		var h *dlock.Holder
 		for i := range info.Holders {
 			if info.Holders[i].Fence == l.Token() {
 				h = &info.Holders[i]
@@ -231,7 +230,7 @@ func (s *suite) inspectSemaphore(t *testing.T) {
 	}
 	unlock(t, p1)
 	unlock(t, p2)
-	info = inspectUntil(t, ctx, inspect, n, "free", func(i seam.Info) bool { return !i.Held })
+	info = inspectUntil(t, ctx, inspect, n, "free", func(i dlock.Info) bool { return !i.Held })
 	if info.Shape != "semaphore" || info.Permits != 3 || len(info.Holders) != 0 {
 		t.Fatalf("a free semaphore: %+v, want its count of 3 kept", info)
 	}

@@ -31,7 +31,7 @@ import (
 // client's Inspector to observe who does.
 type Election struct {
 	lock dlock.Locker
-	insp seam.Inspector
+	insp Inspector
 	opts []dlock.Option
 }
 
@@ -40,8 +40,16 @@ type Election struct {
 // opts are the options of every campaign's Acquire (dlock.MaxHold caps a
 // term, dlock.QueueTimeout, ...; a campaign waits for as long as its ctx
 // allows; with dlock.Wait, one that waited that long campaigns again).
-func New(lock dlock.Locker, insp seam.Inspector, opts ...dlock.Option) *Election {
+func New(lock dlock.Locker, insp Inspector, opts ...dlock.Option) *Election {
 	return &Election{lock: lock, insp: insp, opts: opts}
+}
+
+// Inspector reads the state of a lock by name without changing it; every
+// backend client implements it (dlock.Client, etcdlock.Client,
+// zklock.Client, dlockfake.Client), with the same meaning of every field of
+// dlock.Info.
+type Inspector interface {
+	Inspect(ctx context.Context, name string) (dlock.Info, error)
 }
 
 // Term is one replica's time as leader.
@@ -131,7 +139,7 @@ type Leader struct {
 	Leading bool
 	// Holder is the leader as its backend describes it: its id, host, pid,
 	// label, since when, and Fence, the token of its term.
-	Holder seam.Holder
+	Holder dlock.Holder
 }
 
 // Leader reads who leads now.

@@ -83,7 +83,7 @@ func ExampleElection_Lead() {
 
 func newClient(t *testing.T, rdb *redis.Client) *dlock.Client {
 	t.Helper()
-	c, err := dlock.New(rdb, dlock.Config{WatchdogTimeout: 600 * time.Millisecond})
+	c, err := dlock.New(rdb, dlock.Config{TTL: 600 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dlockgo/dlock"
-	"github.com/dlockgo/dlock/internal/ids"
-	"github.com/dlockgo/dlock/seam"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/internal/ids"
+	"github.com/dlockgo/dlock/seam"
 )
 
 // shape is one kind of lock on one name (or, for a MultiLock, on several),
@@ -75,7 +76,7 @@ var errRefused = errors.New("refused")
 func (c *Client) acquire(ctx context.Context, sh shape, opts []dlock.Option) (l *dlock.Lease, err error) {
 	start := time.Now()
 	sctx, call := c.keeper.StartAcquire(ctx, sh.kind, sh.name) // sctx: the store's requests'; ctx: the Lease's
-	defer func() { call.Done(l, err) }()
+	defer func() { call.Done((*seam.Lease)(l), err) }()
 	err = seam.CheckContext(ctx)
 	switch {
 	case err != nil:
@@ -166,7 +167,8 @@ type attempt struct {
 // call once this acquisition has ended (its grant handed to the Keeper, or
 // failed).
 func (a *attempt) enter(until time.Time) (*dlock.Lease, func(), error) {
-	return a.c.keeper.Enter(a.ctx, a.hold, a.owner, until, a.o.OnLost)
+	l, done, err := a.c.keeper.Enter(a.ctx, a.hold, a.owner, until, a.o.OnLost)
+	return (*dlock.Lease)(l), done, err
 }
 
 func (a *attempt) run() (*dlock.Lease, error) {
@@ -478,7 +480,8 @@ func (a *attempt) granted(s *session, keys []string, rev int64, id string) (*dlo
 		}
 	}
 	a.slot = -1 // the Keeper has the keys now: their release gives the slot back
-	return a.c.keeper.Lease(a.ctx, g)
+	l, err := a.c.keeper.Lease(a.ctx, g)
+	return (*dlock.Lease)(l), err
 }
 
 // transient reports an etcd error worth trying again within a wait: no

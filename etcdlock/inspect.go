@@ -5,14 +5,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlockgo/dlock/internal/ids"
-	"github.com/dlockgo/dlock/seam"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/internal/ids"
+	"github.com/dlockgo/dlock/seam"
 )
 
-// Client implements seam.Inspector, as every backend client does.
-var _ seam.Inspector = (*Client)(nil)
+// Client implements election.Inspector, as every backend client does.
+var _ interface {
+	Inspect(context.Context, string) (dlock.Info, error)
+} = (*Client)(nil)
 
 // inspected are the shapes Inspect looks for, in the order it reports the
 // first one that has keys (on etcd a Mutex, a Lock, an RWLock and a
@@ -21,7 +25,7 @@ var inspected = []string{"mutex", "lock", "rw", "semaphore"}
 
 // Inspect reads the state of the lock called name without changing it, in
 // one read of its directories plus one lease lookup per holder or waiter
-// lease (their TTLs), with the meaning every backend gives seam.Info:
+// lease (their TTLs), with the meaning every backend gives dlock.Info:
 //
 //   - Shape: "mutex", "lock" (a MultiLock's members are Locks), "rw" or
 //     "semaphore"; "" when no key is there.
@@ -48,8 +52,8 @@ var inspected = []string{"mutex", "lock", "rw", "semaphore"}
 //     whose count is kept is Shape "semaphore", not held).
 //   - LastFence: the greatest token among the holders (etcd keeps no
 //     counter: 0 when free; every later grant's token is greater anyway).
-func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
-	info := seam.Info{Name: name, TTL: -1}
+func (c *Client) Inspect(ctx context.Context, name string) (dlock.Info, error) {
+	info := dlock.Info{Name: name, TTL: -1}
 	if err := seam.CheckContext(ctx); err != nil {
 		return info, seam.Wrap("inspect", "", name, err)
 	}
@@ -96,7 +100,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
 	}
 	for _, kv := range held {
 		v := parseValue(string(kv.Value))
-		h := seam.Holder{ID: ids.Short(v.id), Host: v.host, PID: v.pid, Label: v.label, Since: v.written,
+		h := dlock.Holder{ID: ids.Short(v.id), Host: v.host, PID: v.pid, Label: v.label, Since: v.written,
 			Count: 1, Fence: kv.CreateRevision, Mode: modes[kv], TTL: max(ttls[kv.Lease], 0)}
 		info.Holders = append(info.Holders, h)
 		info.LastFence = max(info.LastFence, h.Fence)
@@ -107,7 +111,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
 	info.Held = len(info.Holders) > 0
 	for _, kv := range waiting {
 		v := parseValue(string(kv.Value))
-		w := seam.Waiter{ID: ids.Short(v.id), Host: v.host, PID: v.pid, Label: v.label, Since: v.written, Mode: modes[kv], Deadline: -1}
+		w := dlock.Waiter{ID: ids.Short(v.id), Host: v.host, PID: v.pid, Label: v.label, Since: v.written, Mode: modes[kv], Deadline: -1}
 		if v.queued {
 			w.Deadline = max(ttls[kv.Lease], 0)
 		}

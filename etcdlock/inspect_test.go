@@ -15,7 +15,7 @@ import (
 
 // inspectEventually calls Inspect until ok accepts the answer, failing t
 // after 10 s with the last one.
-func inspectEventually(t *testing.T, c *Client, name, what string, ok func(seam.Info) bool) seam.Info {
+func inspectEventually(t *testing.T, c *Client, name, what string, ok func(dlock.Info) bool) dlock.Info {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -34,7 +34,7 @@ func inspectEventually(t *testing.T, c *Client, name, what string, ok func(seam.
 }
 
 // checkHolder checks what every holder says of the process that holds.
-func checkHolder(t *testing.T, h seam.Holder, label string, since time.Time, l *dlock.Lease, ttl time.Duration) {
+func checkHolder(t *testing.T, h dlock.Holder, label string, since time.Time, l *dlock.Lease, ttl time.Duration) {
 	t.Helper()
 	host, _ := os.Hostname()
 	switch {
@@ -100,9 +100,9 @@ func TestInspectExclusive(t *testing.T) {
 					}
 					done <- struct{}{}
 				}()
-				inspectEventually(t, a, n, "a waiter queued", func(i seam.Info) bool { return len(i.Queue) == 1+len(opts) })
+				inspectEventually(t, a, n, "a waiter queued", func(i dlock.Info) bool { return len(i.Queue) == 1+len(opts) })
 			}
-			info = inspectEventually(t, a, n, "the second waiter on its queue lease", func(i seam.Info) bool {
+			info = inspectEventually(t, a, n, "the second waiter on its queue lease", func(i dlock.Info) bool {
 				return len(i.Queue) == 2 && i.Queue[1].Deadline > 0
 			})
 			if info.Shape != kind || !info.Held || len(info.Holders) != 1 || info.LastFence != l.Token() {
@@ -131,7 +131,7 @@ func TestInspectExclusive(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The first waiter holds now, with its own lease.
-			info = inspectEventually(t, a, n, "the first waiter granted", func(i seam.Info) bool {
+			info = inspectEventually(t, a, n, "the first waiter granted", func(i dlock.Info) bool {
 				return len(i.Holders) == 1 && i.Holders[0].Label == "svc-b" && i.Holders[0].Fence > l.Token()
 			})
 			// The second waiter is still queued, unless its queue timeout
@@ -142,7 +142,7 @@ func TestInspectExclusive(t *testing.T) {
 			b.Close()
 			<-done
 			<-done
-			inspectEventually(t, a, n, "free again", func(i seam.Info) bool { return i.Shape == "" && !i.Held && len(i.Queue) == 0 })
+			inspectEventually(t, a, n, "free again", func(i dlock.Info) bool { return i.Shape == "" && !i.Held && len(i.Queue) == 0 })
 		})
 	}
 }
@@ -171,11 +171,11 @@ func TestInspectRWLock(t *testing.T) {
 		}
 		got <- w
 	}()
-	inspectEventually(t, a, n, "the writer queued", func(i seam.Info) bool { return len(i.Queue) == 1 })
+	inspectEventually(t, a, n, "the writer queued", func(i dlock.Info) bool { return len(i.Queue) == 1 })
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { _, _ = a.RWLock(n).ReadLock().Acquire(rctx) }()
-	info := inspectEventually(t, a, n, "a reader behind the writer", func(i seam.Info) bool { return len(i.Queue) == 2 })
+	info := inspectEventually(t, a, n, "a reader behind the writer", func(i dlock.Info) bool { return len(i.Queue) == 2 })
 	if info.Shape != "rw" || !info.Held || len(info.Holders) != 2 || info.TTL >= 0 || info.LastFence != r2.Token() {
 		t.Fatalf("read-held: %+v", info)
 	}
@@ -202,7 +202,7 @@ func TestInspectRWLock(t *testing.T) {
 	if w == nil {
 		return
 	}
-	info = inspectEventually(t, a, n, "the writer holds", func(i seam.Info) bool { return len(i.Holders) == 1 && len(i.Queue) == 0 })
+	info = inspectEventually(t, a, n, "the writer holds", func(i dlock.Info) bool { return len(i.Holders) == 1 && len(i.Queue) == 0 })
 	if h := info.Holders[0]; h.Mode != "write" || h.Fence != w.Token() || h.Label != "w" || info.TTL != h.TTL || h.TTL <= 0 {
 		t.Errorf("write-held: %+v", info)
 	}
@@ -229,7 +229,7 @@ func TestInspectSemaphore(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { _, _ = a.Semaphore(n, 2).Acquire(wctx) }()
-	info := inspectEventually(t, a, n, "a waiter for a permit", func(i seam.Info) bool { return len(i.Queue) == 1 })
+	info := inspectEventually(t, a, n, "a waiter for a permit", func(i dlock.Info) bool { return len(i.Queue) == 1 })
 	if info.Shape != "semaphore" || info.Permits != 2 || len(info.Holders) != 2 || !info.Held || info.TTL >= 0 || info.LastFence != ps[1].Token() {
 		t.Fatalf("semaphore: %+v", info)
 	}
@@ -246,7 +246,7 @@ func TestInspectSemaphore(t *testing.T) {
 		}
 	}
 	// Free again; the count stays in etcd.
-	inspectEventually(t, a, n, "free again", func(i seam.Info) bool {
+	inspectEventually(t, a, n, "free again", func(i dlock.Info) bool {
 		return i.Shape == "semaphore" && !i.Held && len(i.Holders) == 0 && len(i.Queue) == 0 && i.Permits == 2
 	})
 }

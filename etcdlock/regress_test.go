@@ -110,7 +110,7 @@ func TestRetriedUnlockSparesLaterAcquisition(t *testing.T) {
 // opsOf returns the grant operations of a lease of c.
 func opsOf(t *testing.T, c *Client, l *dlock.Lease) *grantOps {
 	t.Helper()
-	h := c.keeper.HoldOf(l)
+	h := c.keeper.HoldOf((*seam.Lease)(l))
 	if h == nil {
 		t.Fatalf("no hold for %s", l.ID())
 	}

@@ -320,9 +320,9 @@ func slotMigration(t *testing.T, cl *redisproc.Cluster, nodes []*clusterNode, sh
 	h := faults.NewHistory()
 	rw := &renewalWatch{kick: make(chan struct{}, 1)}
 	log := &syncBuffer{}
-	ca := newClient(t, redistest.ClusterClient(t, cl), dlock.Config{WatchdogTimeout: migWD, Observer: rw,
+	ca := newClient(t, redistest.ClusterClient(t, cl), dlock.Config{TTL: migWD, Observer: rw,
 		Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	cb := newClient(t, redistest.ClusterClient(t, cl), dlock.Config{WatchdogTimeout: migWD})
+	cb := newClient(t, redistest.ClusterClient(t, cl), dlock.Config{TTL: migWD})
 	view := redistest.ClusterClient(t, cl) // the test's own reads
 	a := &holder{name: "A", h: h, c: ca, lk: sh.holder(ca, name)}
 	b := &holder{name: "B", h: h, c: cb, lk: sh.contender(cb, name)}

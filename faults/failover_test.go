@@ -78,7 +78,7 @@ func TestRedLockMinorityFaults(t *testing.T) {
 		var cs []*dlock.Client
 		for i, n := range nodes {
 			l := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", i)
-			cs = append(cs, newClient(t, newRDB(t, n.Addr()), dlock.Config{WatchdogTimeout: wd, Logger: l}))
+			cs = append(cs, newClient(t, newRDB(t, n.Addr()), dlock.Config{TTL: wd, Logger: l}))
 		}
 		return cs
 	}
@@ -139,7 +139,7 @@ func TestRedLockSlowNode(t *testing.T) {
 	var slow *redis.Client
 	for _, a := range addrs {
 		rdb := newRDB(t, a)
-		cs = append(cs, newClient(t, rdb, dlock.Config{WatchdogTimeout: wd}))
+		cs = append(cs, newClient(t, rdb, dlock.Config{TTL: wd}))
 		if a == px.Addr() {
 			slow = rdb
 		}

@@ -106,7 +106,7 @@ func TestLateGrantZombie(t *testing.T) {
 	px := newProxy(t, srv.Addr())
 	rdb := newRDB(t, px.Addr(), func(o *redis.Options) { o.PoolSize = 64 })
 	const timeout, delay, rounds, parallel = time.Second, 1200 * time.Millisecond, 100, 50
-	c := newClient(t, rdb, dlock.Config{WatchdogTimeout: timeout})
+	c := newClient(t, rdb, dlock.Config{TTL: timeout})
 	if err := px.Delay(delay); err != nil {
 		t.Fatal(err)
 	}

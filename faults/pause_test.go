@@ -37,7 +37,7 @@ func runHolderChild(args []string) int {
 	defer rdb.Close()
 	st := redis.NewClient(&redis.Options{Addr: storeAddr})
 	defer st.Close()
-	c, err := dlock.New(rdb, dlock.Config{WatchdogTimeout: pauseLease,
+	c, err := dlock.New(rdb, dlock.Config{TTL: pauseLease,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		return fail(err)

@@ -93,9 +93,9 @@ func setUp(t *testing.T, sh shape, n string, rdbA, rdbB redis.UniversalClient, p
 	s := &scenario{t: t, sh: sh, n: n, h: h, probe: probe, store: store, wd: wd,
 		bWrote: make(chan struct{}), bRelease: make(chan struct{}), bDone: make(chan struct{})}
 	s.log = &syncBuffer{}
-	s.ca = newClient(t, rdbA, dlock.Config{WatchdogTimeout: wd,
+	s.ca = newClient(t, rdbA, dlock.Config{TTL: wd,
 		Logger: slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	s.cb = newClient(t, rdbB, dlock.Config{WatchdogTimeout: wd})
+	s.cb = newClient(t, rdbB, dlock.Config{TTL: wd})
 	s.a = &holder{name: "A", h: h, c: s.ca, lk: sh.holder(s.ca, n), store: store, key: "data:" + n}
 	s.b = &holder{name: "B", h: h, c: s.cb, lk: sh.contender(s.cb, n), store: store, key: "data:" + n}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

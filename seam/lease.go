@@ -11,15 +11,12 @@ import (
 	"github.com/dlockgo/dlock/observe"
 )
 
-// Lease is the handle of one held lock, whatever its shape or backend. It is
-// safe for concurrent use.
-//
-// Losing the lock is one fact with three faces: Context is cancelled with
-// cause ErrLockLost, Done is closed, and Unlock returns an error wrapping
-// ErrLockLost. A lease is lost when its fixed lease runs out on the client's
-// clock, when it cannot be renewed before it would run out (the store down,
-// paused or cut off), or when the store no longer holds it for us (deleted,
-// flushed, expired, taken over).
+// Lease is the state of one held lock that a Keeper keeps. Users hold it
+// as a *dlock.Lease, the same type (the root package declares
+// type Lease seam.Lease, and a backend returns (*dlock.Lease)(l)): its
+// methods' contracts — what happens on loss, on cancel, on error — are
+// documented there, where the user reads them. It is safe for concurrent
+// use.
 type Lease struct {
 	h      *hold
 	parent context.Context // the ctx given to Acquire

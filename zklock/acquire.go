@@ -9,9 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/seam"
-	"github.com/go-zookeeper/zk"
 )
 
 // request is one Acquire call of some shape.
@@ -94,7 +95,7 @@ func (r *request) admitted(c *Client, dir, me, attempt string, children []string
 func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (l *dlock.Lease, err error) {
 	start := time.Now()
 	sctx, call := c.keeper.StartAcquire(ctx, r.shape, r.name) // sctx: the store's requests'; ctx: the Lease's
-	defer func() { call.Done(l, err) }()
+	defer func() { call.Done((*seam.Lease)(l), err) }()
 	if err := seam.CheckContext(ctx); err != nil {
 		return nil, seam.Wrap("acquire", r.shape, r.name, err)
 	}
@@ -149,7 +150,7 @@ func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (
 			return nil, seam.Wrap("acquire", r.shape, r.name, err)
 		}
 		if l != nil {
-			return l, nil // re-entered: the hold's own deadline stands
+			return (*dlock.Lease)(l), nil // re-entered: the hold's own deadline stands
 		}
 		defer done()
 		if err := c.selfBlocked(r); err != nil {
@@ -447,20 +448,20 @@ func (c *Client) grant(ctx context.Context, r *request, key string, n *node, sen
 	}
 	n.mu.Unlock()
 	c.watchLater(n)
-	return l, nil
+	return (*dlock.Lease)(l), nil
 }
 
 // onLost returns the OnLost of a grant: the lost hold's nodes are deleted
 // (so they block nobody), then user runs.
-func (c *Client) onLost(user func(*dlock.Lease)) func(*dlock.Lease) {
+func (c *Client) onLost(user func(*seam.Lease)) func(*seam.Lease) {
 	if user == nil {
 		return c.lostFn
 	}
 	return c.lostHook(user)
 }
 
-func (c *Client) lostHook(user func(*dlock.Lease)) func(*dlock.Lease) {
-	return func(l *dlock.Lease) {
+func (c *Client) lostHook(user func(*seam.Lease)) func(*seam.Lease) {
+	return func(l *seam.Lease) {
 		if h := c.keeper.HoldOf(l); h != nil {
 			c.lost(h.Ops())
 		}

@@ -37,7 +37,7 @@ func runChild() int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := Dial(ctx, parts[0], Config{SessionTimeout: timeout})
+	c, err := Dial(ctx, parts[0], Config{TTL: timeout})
 	if err != nil {
 		fmt.Println("dial:", err)
 		return 1

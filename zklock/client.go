@@ -47,7 +47,7 @@
 // expires its session, at most the session timeout (plus one server tick)
 // later. dlock.QueueTimeout(d) is therefore met by the session timeout for
 // any d at least that long, and refused (ErrInvalidDuration) for a shorter
-// d: make the session timeout shorter instead (Config.SessionTimeout).
+// d: make the session timeout shorter instead (Config.TTL).
 package zklock
 
 import (
@@ -62,37 +62,42 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/tasks"
 	"github.com/dlockgo/dlock/observe"
 	"github.com/dlockgo/dlock/seam"
-	"github.com/go-zookeeper/zk"
 )
 
 // Defaults of a Client.
 const (
-	// DefaultRoot is the znode under which locks live unless Config.Root
+	// DefaultPrefix is the znode under which locks live unless Config.Prefix
 	// says otherwise.
-	DefaultRoot = "/dlock"
-	// DefaultSessionTimeout is the session timeout Dial asks for unless
-	// Config.SessionTimeout says otherwise.
-	DefaultSessionTimeout = 10 * time.Second
+	DefaultPrefix = "/dlock"
+	// DefaultTTL is the session timeout Dial asks for unless Config.TTL
+	// says otherwise.
+	DefaultTTL = 10 * time.Second
 )
 
 // Config configures a Client (New, Dial). The zero Config is the defaults
-// written next to each field.
+// written next to each field, but for New's TTL, which only the caller
+// knows. The names are those of dlock.Config and etcdlock.Config: TTL is
+// how long the store keeps a client's locks past its last sign of life
+// (here the session timeout), Prefix where they live.
 type Config struct {
-	// Root is the znode under which locks live (default DefaultRoot): an
+	// Prefix is the znode under which locks live (default DefaultPrefix): an
 	// absolute ZooKeeper path. Clients that share locks must share it.
-	Root string
-	// SessionTimeout, for Dial, is the session timeout asked for (default
-	// DefaultSessionTimeout, at least 10 ms); the server may grant a
-	// different one, and the client holds its leases by the smaller of the
-	// two. For New it is required: the timeout the server negotiated for
-	// the connection (if unsure, the smaller of the one asked for and the
-	// server's maxSessionTimeout). A lease is held for at most this long
-	// past the last request answered in the session.
-	SessionTimeout time.Duration
+	Prefix string
+	// TTL is the session timeout. For Dial, the one asked for (default
+	// DefaultTTL, at least 10 ms); the server may grant a different one,
+	// and the client holds its leases by the smaller of the two. For New
+	// it is required (New fails without it, ErrInvalidArgument: no default
+	// could be safe): the timeout the server negotiated for the connection
+	// (if unsure, the smaller of the one asked for and the server's
+	// maxSessionTimeout). A lease is held for at most this long past the
+	// last request answered in the session.
+	TTL time.Duration
 	// ACL is the ACL of the nodes the client creates (default
 	// zk.WorldACL(zk.PermAll)).
 	ACL []zk.ACL
@@ -112,11 +117,11 @@ type Config struct {
 
 // check returns why cfg is invalid, or nil.
 func (cfg Config) check() error {
-	switch r := cfg.Root; {
+	switch r := cfg.Prefix; {
 	case r != "" && (r[0] != '/' || (len(r) > 1 && r[len(r)-1] == '/') || strings.Contains(r, "//")):
-		return fmt.Errorf("%w: root %q is not an absolute znode path", dlock.ErrInvalidArgument, r)
-	case cfg.SessionTimeout != 0 && cfg.SessionTimeout < 10*time.Millisecond:
-		return fmt.Errorf("%w: session timeout %v (want >= 10ms)", dlock.ErrInvalidDuration, cfg.SessionTimeout)
+		return fmt.Errorf("%w: prefix %q is not an absolute znode path", dlock.ErrInvalidArgument, r)
+	case cfg.TTL != 0 && cfg.TTL < 10*time.Millisecond:
+		return fmt.Errorf("%w: session timeout %v (want >= 10ms)", dlock.ErrInvalidDuration, cfg.TTL)
 	case len(cfg.Label) > 256:
 		return fmt.Errorf("%w: label longer than 256 bytes", dlock.ErrInvalidArgument)
 	}
@@ -144,7 +149,7 @@ type Client struct {
 	meta    string // host|pid: the fixed part of holder metadata (see nodeData)
 	label   string
 	keeper  *seam.Keeper[*node]
-	lostFn  func(*dlock.Lease) // onLost without a user's OnLost, made once
+	lostFn  func(*seam.Lease) // onLost without a user's OnLost, made once
 
 	done      chan struct{}
 	ctx       context.Context // the client's own background calls; cancelled by Close
@@ -163,13 +168,13 @@ type Client struct {
 }
 
 // New returns a Client that keeps its locks in conn's session, configured
-// by cfg (at most one Config, whose SessionTimeout is required: the
+// by cfg (at most one Config, whose TTL is required: the
 // session timeout of conn). conn stays the caller's: Close does not close
 // it. The client's requests wait after each reconnection, as Dial's do;
 // the caller's own requests on conn may meet go-zookeeper's race
 // there (go-zookeeper/zk#35, reported by the race detector). It returns an
 // error wrapping dlock.ErrInvalidArgument for a nil conn,
-// a missing SessionTimeout or a bad field (ErrInvalidDuration for a bad
+// a missing TTL or a bad field (ErrInvalidDuration for a bad
 // duration).
 func New(conn *zk.Conn, cfg ...Config) (*Client, error) {
 	if conn == nil {
@@ -179,8 +184,8 @@ func New(conn *zk.Conn, cfg ...Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.SessionTimeout == 0 {
-		return nil, fmt.Errorf("%w: New needs Config.SessionTimeout (the session timeout of conn)", dlock.ErrInvalidArgument)
+	if c.TTL == 0 {
+		return nil, fmt.Errorf("%w: New needs Config.TTL (the session timeout of conn)", dlock.ErrInvalidArgument)
 	}
 	return newClient(conn, c), nil
 }
@@ -188,7 +193,7 @@ func New(conn *zk.Conn, cfg ...Config) (*Client, error) {
 func newClient(conn *zk.Conn, cfg Config) *Client {
 	host, _ := os.Hostname()
 	c := &Client{
-		conn: conn, root: strings.TrimSuffix(cmp.Or(cfg.Root, DefaultRoot), "/"), timeout: cfg.SessionTimeout, acl: cfg.ACL,
+		conn: conn, root: strings.TrimSuffix(cmp.Or(cfg.Prefix, DefaultPrefix), "/"), timeout: cfg.TTL, acl: cfg.ACL,
 		keeper:   seam.NewKeeper[*node](cfg.Observer, cfg.Logger),
 		done:     make(chan struct{}),
 		live:     make(map[string][]*node),
@@ -211,8 +216,8 @@ func newClient(conn *zk.Conn, cfg Config) *Client {
 	return c
 }
 
-// SessionTimeout returns the session timeout the client holds its leases by.
-func (c *Client) SessionTimeout() time.Duration { return c.timeout }
+// TTL returns the session timeout the client holds its leases by.
+func (c *Client) TTL() time.Duration { return c.timeout }
 
 // Conn returns the ZooKeeper connection.
 func (c *Client) Conn() *zk.Conn { return c.conn }

@@ -13,8 +13,8 @@ import (
 )
 
 // Dial connects to the ZooKeeper servers (a comma-separated list of
-// host:port), asking for cfg's SessionTimeout (default
-// DefaultSessionTimeout), waits until the session is established or ctx is
+// host:port), asking for cfg's TTL (default
+// DefaultTTL), waits until the session is established or ctx is
 // done, and returns a Client that owns the connection (Close closes it).
 // The lease timing uses the smaller of the timeout asked for and the one
 // the server negotiated. While the connection is down the client's
@@ -29,7 +29,7 @@ func Dial(ctx context.Context, servers string, cfg ...Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	asked := cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
+	asked := cmp.Or(c.TTL, DefaultTTL)
 	var addrs []string
 	for _, a := range strings.Split(servers, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -57,7 +57,7 @@ func Dial(ctx context.Context, servers string, cfg ...Config) (*Client, error) {
 	// The timeout asked for bounds the one used: the server never grants a
 	// session more than it was asked unless the request was below its
 	// minimum, and then the shorter reading is the safe one.
-	c.SessionTimeout = min(neg.timeout(), asked)
+	c.TTL = min(neg.timeout(), asked)
 	back.upAt.Store(0) // the first connection: nothing to wait for (see settle)
 	c.reconn = back
 	cl := newClient(conn, c)

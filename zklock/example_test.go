@@ -16,7 +16,7 @@ import (
 // the client could not reach ZooKeeper for long enough that it might have).
 func Example() {
 	ctx := context.Background()
-	c, err := zklock.Dial(ctx, "127.0.0.1:2181", zklock.Config{SessionTimeout: 10 * time.Second})
+	c, err := zklock.Dial(ctx, "127.0.0.1:2181", zklock.Config{TTL: 10 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func Example() {
 // before it.
 func ExampleClient_RWLock() {
 	ctx := context.Background()
-	c, err := zklock.Dial(ctx, "127.0.0.1:2181", zklock.Config{SessionTimeout: 10 * time.Second})
+	c, err := zklock.Dial(ctx, "127.0.0.1:2181", zklock.Config{TTL: 10 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func ExampleClient_RWLock() {
 // A semaphore of 3 permits: at most 3 holders at once, across processes.
 func ExampleClient_Semaphore() {
 	ctx := context.Background()
-	c, err := zklock.Dial(ctx, "127.0.0.1:2181", zklock.Config{SessionTimeout: 10 * time.Second})
+	c, err := zklock.Dial(ctx, "127.0.0.1:2181", zklock.Config{TTL: 10 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}

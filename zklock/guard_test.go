@@ -207,7 +207,7 @@ func clientVia(t *testing.T, made, addr string, timeout time.Duration) *Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(conn, Config{SessionTimeout: timeout})
+	c, err := New(conn, Config{TTL: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,16 +15,16 @@ import (
 
 func TestBadInput(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
-	sec := Config{SessionTimeout: time.Second}
+	sec := Config{TTL: time.Second}
 	if _, err := New(nil, sec); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Errorf("New(nil): %v", err)
 	}
 	c := dial(t, 2*time.Second)
 	if _, err := New(c.Conn()); !errors.Is(err, dlock.ErrInvalidArgument) {
-		t.Errorf("New without SessionTimeout: %v", err)
+		t.Errorf("New without TTL: %v", err)
 	}
-	for _, cfg := range []Config{{Root: "x"}, {Root: "/x/"}, {Root: "//x"}, {Root: "/a//b"}, {Label: strings.Repeat("l", 257)}} {
-		cfg.SessionTimeout = time.Second
+	for _, cfg := range []Config{{Prefix: "x"}, {Prefix: "/x/"}, {Prefix: "//x"}, {Prefix: "/a//b"}, {Label: strings.Repeat("l", 257)}} {
+		cfg.TTL = time.Second
 		if _, err := New(c.Conn(), cfg); !errors.Is(err, dlock.ErrInvalidArgument) {
 			t.Errorf("New with %+v: %v, want ErrInvalidArgument", cfg, err)
 		}
@@ -35,10 +35,10 @@ func TestBadInput(t *testing.T) {
 	if _, err := New(c.Conn(), sec, sec); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Errorf("New with two Configs: %v", err)
 	}
-	if _, err := New(c.Conn(), Config{SessionTimeout: 5 * time.Millisecond}); !errors.Is(err, dlock.ErrInvalidDuration) {
+	if _, err := New(c.Conn(), Config{TTL: 5 * time.Millisecond}); !errors.Is(err, dlock.ErrInvalidDuration) {
 		t.Errorf("New with a 5ms session: %v", err)
 	}
-	if _, err := Dial(ctx, server.Addr(), Config{SessionTimeout: -time.Second}); !errors.Is(err, dlock.ErrInvalidDuration) {
+	if _, err := Dial(ctx, server.Addr(), Config{TTL: -time.Second}); !errors.Is(err, dlock.ErrInvalidDuration) {
 		t.Errorf("Dial with a negative session: %v", err)
 	}
 	if _, err := Dial(ctx, " , "); !errors.Is(err, dlock.ErrInvalidArgument) {
@@ -49,13 +49,13 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("Dial to nothing: %v", err)
 	}
 	cancel()
-	// The zero Config is the defaults: DefaultSessionTimeout asked for, and
+	// The zero Config is the defaults: DefaultTTL asked for, and
 	// the server's maximum (20 ticks of the test server) granted.
 	d, err := Dial(ctx, server.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := d.SessionTimeout(); got != min(DefaultSessionTimeout, 20*tick) {
+	if got := d.TTL(); got != min(DefaultTTL, 20*tick) {
 		t.Errorf("default session timeout %v", got)
 	}
 	d.Close()
@@ -216,7 +216,7 @@ func TestSessionClosedLosesLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(conn, Config{SessionTimeout: 2 * time.Second})
+	c, err := New(conn, Config{TTL: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestReentrantConcurrent(t *testing.T) {
 	}
 }
 
-// TestRoot: clients with another Root keep their locks apart (the same
+// TestRoot: clients with another Prefix keep their locks apart (the same
 // name is another lock), "/" is a root like any, and the nodes live where
 // the root says.
 func TestRoot(t *testing.T) {
@@ -308,7 +308,7 @@ func TestRoot(t *testing.T) {
 	}
 	defer held.Unlock(ctx)
 	for _, root := range []string{"/", "/zklock-test/" + strings.ReplaceAll(n, "/", "_")} {
-		c := dial(t, 2*time.Second, Config{Root: root})
+		c := dial(t, 2*time.Second, Config{Prefix: root})
 		l, err := c.Mutex(n).Acquire(ctx, dlock.Wait(0))
 		if err != nil {
 			t.Fatalf("root %q: the name held under the default root: %v", root, err)
@@ -317,7 +317,7 @@ func TestRoot(t *testing.T) {
 		if ok, _, err := def.conn.Exists(want); err != nil || !ok {
 			t.Errorf("root %q: no node at %s (%v)", root, want, err)
 		}
-		if _, err := dial(t, 2*time.Second, Config{Root: root}).Mutex(n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+		if _, err := dial(t, 2*time.Second, Config{Prefix: root}).Mutex(n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
 			t.Errorf("root %q: a second client of the root got the lock: %v", root, err)
 		}
 		if err := l.Unlock(ctx); err != nil {

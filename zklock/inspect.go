@@ -5,18 +5,21 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/ids"
 	"github.com/dlockgo/dlock/seam"
-	"github.com/go-zookeeper/zk"
 )
 
-var _ seam.Inspector = (*Client)(nil)
+var _ interface {
+	Inspect(context.Context, string) (dlock.Info, error)
+} = (*Client)(nil)
 
 // Inspect reads the state of the lock called name, whatever its shape,
 // without changing it: one listing of its directory and one read of each
 // node in it, and one listing of a Semaphore's count (not one snapshot: a
-// node that leaves between the two is left out). Its fields mean what they mean on Redis (seam.Info), read from
+// node that leaves between the two is left out). Its fields mean what they mean on Redis (dlock.Info), read from
 // ZooKeeper as follows:
 //
 //   - Holders are the nodes granted now (the first in line; readers with no
@@ -46,8 +49,8 @@ var _ seam.Inspector = (*Client)(nil)
 //
 // A Semaphore is a lock of its own on ZooKeeper: when the name has nodes of
 // both families, Inspect reports the Mutex/Lock/RWLock/MultiLock one.
-func (c *Client) Inspect(ctx context.Context, name string) (seam.Info, error) {
-	info := seam.Info{Name: name, TTL: -1}
+func (c *Client) Inspect(ctx context.Context, name string) (dlock.Info, error) {
+	info := dlock.Info{Name: name, TTL: -1}
 	if err := seam.CheckContext(ctx); err != nil {
 		return info, seam.Wrap("inspect", "", name, err)
 	}
@@ -158,7 +161,7 @@ func (c *Client) readDir(ctx context.Context, dir string) (listed, error) {
 }
 
 // describe fills info from d, a directory with nodes.
-func (d listed) describe(info *seam.Info) {
+func (d listed) describe(info *dlock.Info) {
 	first := d.nodes[0]
 	switch {
 	case first.kind == kindPermit:
@@ -175,11 +178,11 @@ func (d listed) describe(info *seam.Info) {
 	}
 	for i, n := range d.nodes {
 		if !d.granted(i, info.Permits) {
-			info.Queue = append(info.Queue, seam.Waiter{ID: ids.Short(n.name), Host: n.meta.host, PID: n.meta.pid, Label: n.meta.label,
+			info.Queue = append(info.Queue, dlock.Waiter{ID: ids.Short(n.name), Host: n.meta.host, PID: n.meta.pid, Label: n.meta.label,
 				Since: n.meta.since, Mode: mode(n), Deadline: -1})
 			continue
 		}
-		h := seam.Holder{ID: ids.Short(n.name), Host: n.meta.host, PID: n.meta.pid, Label: n.meta.label, Since: n.meta.since,
+		h := dlock.Holder{ID: ids.Short(n.name), Host: n.meta.host, PID: n.meta.pid, Label: n.meta.label, Since: n.meta.since,
 			Count: 1, Fence: n.st.Czxid, Mode: mode(n), TTL: n.meta.lease}
 		if n.kind == kindWrite {
 			info.TTL = h.TTL

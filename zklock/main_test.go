@@ -51,13 +51,13 @@ func dial(t testing.TB, timeout time.Duration, cfg ...Config) *Client {
 	return dialAddr(t, server.Addr(), timeout, cfg...)
 }
 
-// dialAddr is dial to addr; cfg's SessionTimeout is timeout.
+// dialAddr is dial to addr; cfg's TTL is timeout.
 func dialAddr(t testing.TB, addr string, timeout time.Duration, cfg ...Config) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c0 := append(cfg, Config{})[0]
-	c0.SessionTimeout = timeout
+	c0.TTL = timeout
 	c, err := Dial(ctx, addr, c0)
 	if err != nil {
 		t.Fatal(err)

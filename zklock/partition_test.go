@@ -192,7 +192,7 @@ func TestPartitionSessionMoves(t *testing.T) {
 	rest := e.Others(leader)
 	var a *Client
 	for range 50 {
-		c, err := Dial(ctx, e.ConnectString(), Config{SessionTimeout: 10 * time.Second})
+		c, err := Dial(ctx, e.ConnectString(), Config{TTL: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,7 +226,7 @@ func TestPartitionSessionMoves(t *testing.T) {
 		t.Fatalf("the holder after its session moved: %v, %v", err, held.Err())
 	}
 	t.Logf("the holder's client moved to %s; it kept the lock %v after the cut (session timeout %v)",
-		a.conn.Server(), time.Since(cut).Round(time.Millisecond), a.SessionTimeout())
+		a.conn.Server(), time.Since(cut).Round(time.Millisecond), a.TTL())
 	if err := held.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}

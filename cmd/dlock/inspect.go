@@ -17,8 +17,8 @@ import (
 	dl "github.com/dlockgo/dlock" // dl: "dlock" is taken by the tests' helper
 	"github.com/dlockgo/dlock/cmd/dlock/backend"
 	"github.com/dlockgo/dlock/cmd/dlock/table"
+	"github.com/dlockgo/dlock/election"
 	"github.com/dlockgo/dlock/etcdlock"
-	"github.com/dlockgo/dlock/seam"
 	"github.com/dlockgo/dlock/zklock"
 )
 
@@ -49,7 +49,7 @@ func (f *adminFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.redis, "redis", defaultAdminRedis, "Redis URL (redis:// or rediss://host:port/db)")
 	c.Flags().BoolVar(&f.cluster, "cluster", false, "the URL names a Redis Cluster node (more seeds: ?addr=host:port&addr=...)")
 	c.Flags().StringVar(&f.prefix, "prefix", dl.DefaultPrefix, "key prefix of the locks (dlock.Config.Prefix); with --backend etcd: etcdlock.Config.Prefix "+
-		"(default \""+etcdlock.DefaultPrefix+"\"), zookeeper: zklock.Config.Root (default \""+zklock.DefaultRoot+"\")")
+		"(default \""+etcdlock.DefaultPrefix+"\"), zookeeper: zklock.Config.Prefix (default \""+zklock.DefaultPrefix+"\")")
 	c.Flags().BoolVar(&f.json, "json", false, "print JSON: snake_case keys, durations in ms (ttl_ms; -1: no TTL), times in RFC 3339, [] when empty")
 	c.Flags().StringVar(&f.backend, "backend", backend.Redis, "lock service: "+strings.Join(backend.Kinds, ", "))
 	c.Flags().StringVar(&f.etcd, "etcd", defaultAdminEtcd, "with --backend etcd: the etcd endpoints (host:port,...)")
@@ -80,7 +80,7 @@ func (f *adminFlags) kind(c *cobra.Command) (string, error) {
 // (the default)"), a bad address or prefix is a usage error (exit 2), an
 // unreachable server a runtime failure (exit 1). The caller calls done when
 // it is done with the client.
-func (f *adminFlags) openInspector(c *cobra.Command, kind string) (insp seam.Inspector, done func(), err error) {
+func (f *adminFlags) openInspector(c *cobra.Command, kind string) (insp election.Inspector, done func(), err error) {
 	if kind == backend.Redis {
 		locks, done, err := f.open(c)
 		if err != nil {
@@ -242,12 +242,12 @@ func writeJSON(w io.Writer, v any) error {
 	return e.Encode(jsonView(reflect.ValueOf(v)))
 }
 
-// The fields of seam.Info that printInfo lays out itself; any other field
+// The fields of dl.Info that printInfo lays out itself; any other field
 // (queues, readers, permits, ...) is printed generically after them.
 var knownInfoFields = map[string]bool{"Name": true, "Shape": true, "Held": true, "Holders": true, "TTL": true, "LastFence": true}
 
 // printInfo prints one lock for people.
-func printInfo(w io.Writer, info seam.Info, now time.Time) {
+func printInfo(w io.Writer, info dl.Info, now time.Time) {
 	var t table.Table
 	add := func(name, value string) { t.Rows = append(t.Rows, []string{name, value}) }
 	add("lock", info.Name)
@@ -290,29 +290,29 @@ func printInfo(w io.Writer, info seam.Info, now time.Time) {
 }
 
 // printList prints held locks, oldest first, one line each.
-func printList(w io.Writer, infos []seam.Info, total int, now time.Time) {
+func printList(w io.Writer, infos []dl.Info, total int, now time.Time) {
 	if total == 0 {
 		fmt.Fprintln(w, "no held locks match")
 		return
 	}
-	_ = table.Of([]table.Column[seam.Info]{
-		table.Col("NAME", func(i seam.Info) string { return i.Name }),
-		table.Col("SHAPE", func(i seam.Info) string { return i.Shape }),
-		table.Col("AGE", func(i seam.Info) string {
+	_ = table.Of([]table.Column[dl.Info]{
+		table.Col("NAME", func(i dl.Info) string { return i.Name }),
+		table.Col("SHAPE", func(i dl.Info) string { return i.Shape }),
+		table.Col("AGE", func(i dl.Info) string {
 			if len(i.Holders) == 0 || i.Holders[0].Since.IsZero() {
 				return "-"
 			}
 			return now.Sub(i.Holders[0].Since).Round(time.Millisecond).String()
 		}),
-		table.Col("TTL", func(i seam.Info) string { return formatTTL(i.TTL) }),
-		table.Col("HOLDERS", func(i seam.Info) string { return strconv.Itoa(len(i.Holders)) }),
-		table.Col("TOKEN", func(i seam.Info) string {
+		table.Col("TTL", func(i dl.Info) string { return formatTTL(i.TTL) }),
+		table.Col("HOLDERS", func(i dl.Info) string { return strconv.Itoa(len(i.Holders)) }),
+		table.Col("TOKEN", func(i dl.Info) string {
 			if len(i.Holders) == 0 {
 				return "-"
 			}
 			return strconv.FormatInt(i.Holders[0].Fence, 10)
 		}),
-		table.Col("HOLDER", func(i seam.Info) string {
+		table.Col("HOLDER", func(i dl.Info) string {
 			if len(i.Holders) == 0 {
 				return "-"
 			}

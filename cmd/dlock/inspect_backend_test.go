@@ -47,7 +47,7 @@ func inspectServer(t *testing.T, kind string) (b *backend.Backend, flags []strin
 		t.Cleanup(func() { _ = c.Close(); _ = cli.Close() })
 		return b, []string{"--backend", kind, "--etcd", b.Addr}, func(n string, p int) dl.Locker { return c.Semaphore(n, p) }
 	default:
-		c, err := zklock.Dial(ctx, b.Addr, zklock.Config{SessionTimeout: 2 * time.Second, Label: "cli-test"})
+		c, err := zklock.Dial(ctx, b.Addr, zklock.Config{TTL: 2 * time.Second, Label: "cli-test"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,6 @@ import (
 
 	dl "github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/redistest"
-	"github.com/dlockgo/dlock/seam"
 )
 
 // lockServer starts a redis-server and returns its URL and a dlock Client
@@ -151,9 +150,9 @@ func TestPrintTableGeneric(t *testing.T) {
 		t.Fatalf("a column no row sets is shown:\n%s", out)
 	}
 
-	// Fields another shape adds to seam.Info (a queue, readers, ...): a
+	// Fields another shape adds to dl.Info (a queue, readers, ...): a
 	// non-empty slice of structs is printed as a table, an empty one not.
-	info := seam.Info{Name: "x", Shape: "fair", Held: true}
+	info := dl.Info{Name: "x", Shape: "fair", Held: true}
 	iv := reflect.ValueOf(&info).Elem()
 	extra := ""
 	for _, sf := range reflect.VisibleFields(iv.Type()) {
@@ -180,7 +179,7 @@ func TestPrintTableGeneric(t *testing.T) {
 		t.Fatalf("extra field %q not printed:\n%s", extra, b.String())
 	}
 	b.Reset()
-	printInfo(&b, seam.Info{Name: "y", Shape: "lock", Held: true}, now)
+	printInfo(&b, dl.Info{Name: "y", Shape: "lock", Held: true}, now)
 	if strings.Contains(b.String(), "(0):") {
 		t.Fatalf("empty tables printed:\n%s", b.String())
 	}

@@ -14,7 +14,7 @@ import (
 // durations in milliseconds under a key ending in _ms (-1: no TTL, as Redis
 // says), times in RFC 3339 with milliseconds (omitted when unset), and
 // empty slices as [] rather than null. It walks the fields by reflection,
-// so a field a lock shape adds to seam.Info shows up without changes here.
+// so a field a lock shape adds to dl.Info shows up without changes here.
 func jsonView(v reflect.Value) any {
 	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
 		if v.IsNil() {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock/cmd/dlock/backend"
-	"github.com/dlockgo/dlock/seam"
 
 	"github.com/spf13/cobra"
 
@@ -19,7 +18,7 @@ import (
 // removalJSON is unlock --json's object: what was held ("info", as inspect
 // --json shows it) and the keys removed ("keys").
 type removalJSON struct {
-	Info seam.Info
+	Info dl.Info
 	Keys []string
 }
 
@@ -124,7 +123,7 @@ func confirm(r io.Reader, w io.Writer, question string) (bool, error) {
 	return false, nil
 }
 
-func printRemoval(w io.Writer, r seam.Removal) {
+func printRemoval(w io.Writer, r dl.Removal) {
 	if len(r.Keys) == 0 {
 		fmt.Fprintf(w, "\nnothing removed: %q was freed meanwhile\n", r.Info.Name)
 		return

@@ -38,7 +38,7 @@ type dlockInst struct {
 
 func openDlock(env Env, clients int, shape func(*dlock.Client, string) dlock.Locker) (Instance, error) {
 	d := &dlockInst{rdbs: goRedisClients(env.Redis[0], clients), shape: shape, opts: []dlock.Option{dlock.Wait(env.Wait)}}
-	cfg := dlock.Config{WatchdogTimeout: env.Lease}
+	cfg := dlock.Config{TTL: env.Lease}
 	for _, rdb := range d.rdbs {
 		c, err := dlock.New(rdb, cfg)
 		if err != nil {
@@ -116,7 +116,7 @@ type dlockRedLockInst struct {
 
 func openDlockRedLock(env Env, clients int) (Instance, error) {
 	d := &dlockRedLockInst{opts: []dlock.Option{dlock.Wait(env.Wait)}}
-	cfg := dlock.Config{WatchdogTimeout: env.Lease}
+	cfg := dlock.Config{TTL: env.Lease}
 	for range clients {
 		var set []*dlock.Client
 		for _, a := range env.Redis {

@@ -40,7 +40,7 @@ type zklockInst struct {
 func openZklock(ctx context.Context, addrs string, env Env, clients int) (Instance, error) {
 	z := &zklockInst{wait: env.Wait}
 	for range clients {
-		c, err := zklock.Dial(ctx, addrs, zklock.Config{SessionTimeout: zkSession})
+		c, err := zklock.Dial(ctx, addrs, zklock.Config{TTL: zkSession})
 		if err != nil {
 			z.Close()
 			return nil, err

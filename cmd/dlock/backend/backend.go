@@ -13,7 +13,6 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/observe"
-	"github.com/dlockgo/dlock/seam"
 )
 
 // The backends.
@@ -64,9 +63,9 @@ type Client interface {
 	// Lock returns the reentrant exclusive lock name.
 	Lock(name string) dlock.Locker
 	// Inspect reads who holds the lock name, of any shape, without
-	// changing it (seam.Inspector: the same meaning of every field on
-	// every backend).
-	Inspect(ctx context.Context, name string) (seam.Info, error)
+	// changing it (the same meaning of every field of dlock.Info on every
+	// backend).
+	Inspect(ctx context.Context, name string) (dlock.Info, error)
 	// Session is how long the service keeps this client's renewed locks
 	// past its last sign of life, as the client holds them: the watchdog
 	// timeout on Redis, the session lease's TTL on etcd (in whole seconds

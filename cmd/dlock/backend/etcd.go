@@ -13,7 +13,6 @@ import (
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/etcdlock"
 	"github.com/dlockgo/dlock/internal/etcdproc"
-	"github.com/dlockgo/dlock/seam"
 )
 
 const (
@@ -93,7 +92,7 @@ type etcdClient struct {
 func (e *etcdClient) Mutex(name string) dlock.Locker { return e.c.Mutex(name) }
 func (e *etcdClient) Lock(name string) dlock.Locker  { return e.c.Lock(name) }
 
-func (e *etcdClient) Inspect(ctx context.Context, name string) (seam.Info, error) {
+func (e *etcdClient) Inspect(ctx context.Context, name string) (dlock.Info, error) {
 	return e.c.Inspect(ctx, name)
 }
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/redisproc"
-	"github.com/dlockgo/dlock/seam"
 )
 
 // openRedis opens the Redis at url, or the embedded default.
@@ -106,19 +105,19 @@ func newRedisClient(url string, o ClientOptions) (Client, error) {
 		return nil, err
 	}
 	rdb := redis.NewClient(ro)
-	locks, err := dlock.New(rdb, dlock.Config{Prefix: o.Prefix, Label: o.Label, Observer: o.Observer, WatchdogTimeout: o.Session})
+	locks, err := dlock.New(rdb, dlock.Config{Prefix: o.Prefix, Label: o.Label, Observer: o.Observer, TTL: o.Session})
 	if err != nil {
 		rdb.Close()
 		return nil, err
 	}
-	return &redisClient{rdb: rdb, locks: locks, session: cmp.Or(o.Session, dlock.DefaultWatchdogTimeout)}, nil
+	return &redisClient{rdb: rdb, locks: locks, session: cmp.Or(o.Session, dlock.DefaultTTL)}, nil
 }
 
 func (c *redisClient) Mutex(name string) dlock.Locker { return c.locks.Mutex(name) }
 func (c *redisClient) Lock(name string) dlock.Locker  { return c.locks.Lock(name) }
 func (c *redisClient) Session() time.Duration         { return c.session }
 
-func (c *redisClient) Inspect(ctx context.Context, name string) (seam.Info, error) {
+func (c *redisClient) Inspect(ctx context.Context, name string) (dlock.Info, error) {
 	return c.locks.Inspect(ctx, name)
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/zkproc"
-	"github.com/dlockgo/dlock/seam"
 	"github.com/dlockgo/dlock/zklock"
 )
 
@@ -31,7 +30,7 @@ func openZooKeeper(ctx context.Context, addr string) (*Backend, error) {
 		b.Addr = strings.Join(addrs, ",")
 		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 		defer cancel()
-		c, err := zklock.Dial(pctx, b.Addr, zklock.Config{SessionTimeout: zkSession})
+		c, err := zklock.Dial(pctx, b.Addr, zklock.Config{TTL: zkSession})
 		if err != nil {
 			return nil, fmt.Errorf("zookeeper %s: %w: %v", b.Addr, ErrUnreachable, err)
 		}
@@ -53,7 +52,7 @@ func openZooKeeper(ctx context.Context, addr string) (*Backend, error) {
 		}
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		c, err := zklock.Dial(dctx, servers, zklock.Config{Root: o.Prefix, SessionTimeout: session, Observer: o.Observer, Label: o.Label})
+		c, err := zklock.Dial(dctx, servers, zklock.Config{Prefix: o.Prefix, TTL: session, Observer: o.Observer, Label: o.Label})
 		if err != nil {
 			return nil, err
 		}
@@ -68,8 +67,8 @@ type zkClient struct{ c *zklock.Client }
 func (z zkClient) Mutex(name string) dlock.Locker { return z.c.Mutex(name) }
 func (z zkClient) Lock(name string) dlock.Locker  { return z.c.Lock(name) }
 func (z zkClient) Close() error                   { return z.c.Close() }
-func (z zkClient) Session() time.Duration         { return z.c.SessionTimeout() }
+func (z zkClient) Session() time.Duration         { return z.c.TTL() }
 
-func (z zkClient) Inspect(ctx context.Context, name string) (seam.Info, error) {
+func (z zkClient) Inspect(ctx context.Context, name string) (dlock.Info, error) {
 	return z.c.Inspect(ctx, name)
 }

@@ -1,16 +1,6 @@
-package seam
+package dlock
 
-import (
-	"context"
-	"time"
-)
-
-// Inspector reads the state of a lock by name without changing it. Every
-// backend client implements it, with the same meaning for every field of
-// Info, so that one tool (dlock inspect) reads any backend.
-type Inspector interface {
-	Inspect(ctx context.Context, name string) (Info, error)
-}
+import "time"
 
 // Info is what Inspect reads about one lock name.
 type Info struct {
