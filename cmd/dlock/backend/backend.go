@@ -50,7 +50,7 @@ type ClientOptions struct {
 	Session time.Duration
 	// Prefix is where the locks live: the key prefix on Redis
 	// (dlock.Config.Prefix) and etcd (etcdlock.Config.Prefix), the root
-	// znode on ZooKeeper (zklock.Config.Root). "": the backend's default.
+	// znode on ZooKeeper (zklock.Config.Prefix). "": the backend's default.
 	// Clients that share locks must share it.
 	Prefix string
 }
