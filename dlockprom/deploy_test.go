@@ -79,8 +79,8 @@ func exportedNames(t *testing.T) map[string]bool {
 			}
 		}
 	}
-	if len(mfs) != 11 {
-		t.Fatalf("gathered %d metric families, want all 11: %v", len(mfs), names)
+	if len(mfs) != 12 {
+		t.Fatalf("gathered %d metric families, want all 12: %v", len(mfs), names)
 	}
 	return names
 }

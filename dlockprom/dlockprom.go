@@ -16,6 +16,7 @@
 //	dlock_hold_lease_ratio             histogram  hold time / fixed lease, Unlocks of fixed leases
 //	dlock_lost_total{reason}           counter    holds lost: expired, deleted_or_taken, unreachable, max_hold, closed
 //	dlock_unlock_found_lost_total      counter    Unlocks that found the lock lost (an incident)
+//	dlock_release_failures_total       counter    Unlocks whose release failed: may stay held until its lease runs out
 //	dlock_renewals_total               counter    successful watchdog renewals
 //	dlock_renewal_failures_total       counter    failed watchdog renewals (not yet a loss)
 //	dlock_lease_renewals               histogram  renewals per watchdog lease, observed when the lease ends
@@ -59,6 +60,7 @@ type Observer struct {
 	ratio           *prometheus.HistogramVec
 	lost            *prometheus.CounterVec
 	foundLost       *prometheus.CounterVec
+	releaseFailures *prometheus.CounterVec
 	renewals        *prometheus.CounterVec
 	renewalFailures *prometheus.CounterVec
 	leaseRenewals   *prometheus.HistogramVec
@@ -183,7 +185,9 @@ func New(opts ...Option) (*Observer, error) {
 			"a P99 near 1 means the lease is too short.", ratioBuckets),
 		lost:      counter("lost_total", "Holds lost while held, by reason (expired, deleted_or_taken, unreachable, max_hold, closed): any is an incident.", "reason"),
 		foundLost: counter("unlock_found_lost_total", "Unlocks that found the lock no longer ours: the section ran without exclusivity."),
-		renewals:  counter("renewals_total", "Successful watchdog renewals."),
+		releaseFailures: counter("release_failures_total", "Unlocks whose release failed (store error or timeout): "+
+			"the lock may stay held in the store until its lease runs out."),
+		renewals: counter("renewals_total", "Successful watchdog renewals."),
 		renewalFailures: counter("renewal_failures_total", "Watchdog renewals that failed (Redis error or timeout); "+
 			"the lease is lost if none succeeds before it runs out."),
 		leaseRenewals: histogram("lease_renewals", "Watchdog renewals per watchdog lease, observed when the lease ends; "+
@@ -195,7 +199,7 @@ func New(opts ...Option) (*Observer, error) {
 }
 
 func (o *Observer) collectors() []prometheus.Collector {
-	return []prometheus.Collector{o.acquire, o.wait, o.hold, o.ratio, o.lost, o.foundLost,
+	return []prometheus.Collector{o.acquire, o.wait, o.hold, o.ratio, o.lost, o.foundLost, o.releaseFailures,
 		o.renewals, o.renewalFailures, o.leaseRenewals, o.held, o.slowHolds}
 }
 
@@ -236,6 +240,7 @@ func (o *Observer) group(shape, name string) string {
 			o.lost.WithLabelValues(shape, g, string(r))
 		}
 		o.foundLost.WithLabelValues(shape, g)
+		o.releaseFailures.WithLabelValues(shape, g)
 		o.slowHolds.WithLabelValues(shape, g)
 	}
 	return g
@@ -260,6 +265,9 @@ func (o *Observer) ObserveRelease(ev observe.ReleaseEvent) {
 	}
 	if ev.FoundLost {
 		o.foundLost.WithLabelValues(ev.Shape, g).Inc()
+	}
+	if ev.Err != nil {
+		o.releaseFailures.WithLabelValues(ev.Shape, g).Inc()
 	}
 	if !ev.LostBefore { // a Lease lost before ended with its LostEvent
 		o.held.WithLabelValues(ev.Shape, g).Dec()

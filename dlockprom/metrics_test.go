@@ -1,6 +1,7 @@
 package dlockprom_test
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -409,5 +410,45 @@ func TestAcquireResults(t *testing.T) {
 	}
 	if h := get(t, r.reg, "dlock_acquire_wait_seconds", "shape", "mutex"); h.count != 1 {
 		t.Fatalf("wait observations = %d, want 1 (acquired only)", h.count)
+	}
+}
+
+// An Unlock whose release gets no reply (Redis paused: SIGSTOP) returns the
+// store's error and the failed release is counted once; a release that
+// succeeds is not counted.
+func TestReleaseFailureCounted(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	r := newRigOn(t, rdb, nil)
+	ctx := testCtx(t)
+	ok, err := r.c.Mutex("order:1").Acquire(ctx, dlock.Wait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ok.Unlock(ctx); err != nil {
+		t.Fatalf("unlock: %v", err)
+	}
+	if v := get(t, r.reg, "dlock_release_failures_total", "shape", "mutex", "group", "order").value; v != 0 {
+		t.Fatalf("release_failures = %v after a release that succeeded, want 0", v)
+	}
+	l, err := r.c.Mutex("order:2").Acquire(ctx, dlock.Wait(0), dlock.LeaseTime(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	uctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	uerr := l.Unlock(uctx)
+	cancel()
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if uerr == nil || errors.Is(uerr, dlock.ErrLockLost) {
+		t.Fatalf("unlock with Redis paused = %v, want the store's error", uerr)
+	}
+	if v := get(t, r.reg, "dlock_release_failures_total", "shape", "mutex", "group", "order").value; v != 1 {
+		t.Fatalf("release_failures = %v after a failed release, want 1", v)
 	}
 }
