@@ -51,6 +51,7 @@
 //	dlock.hold.lease_utilization  histogram  1         hold time / fixed lease, at Unlock of a fixed lease
 //	dlock.lost_holds              counter    {hold}    holds lost, by dlock.loss.reason: any is an incident
 //	dlock.lost_unlocks            counter    {unlock}  Unlocks that found the lock no longer ours
+//	dlock.release_failures        counter    {unlock}  Unlocks whose release failed (store error, timeout)
 //	dlock.renewals                counter    {renewal} watchdog renewals, by dlock.renewal.result (renewed, failed)
 //	dlock.renewals_per_lease      histogram  {renewal} renewals of a watchdog Lease, when it ends
 //	dlock.slow_holds              counter    {hold}    holds past the slow-hold threshold (WithSlowHold), once each

@@ -1,12 +1,15 @@
 package dlockotel_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/dlockotel"
+	"github.com/dlockgo/dlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
@@ -262,4 +265,41 @@ func TestRenewalsAndSlowHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.wantCount(t, 2, "dlock.slow_holds")
+}
+
+// An Unlock whose release gets no reply (Redis paused: SIGSTOP) returns the
+// store's error and is counted in dlock.release_failures; a release that
+// succeeds is not.
+func TestReleaseFailure(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	r := newRigOn(t, rdb, dlock.Config{})
+	ctx := context.Background()
+	ok, err := r.c.Mutex("order:1").Acquire(ctx, dlock.Wait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ok.Unlock(ctx); err != nil {
+		t.Fatalf("unlock: %v", err)
+	}
+	r.wantCount(t, 0, "dlock.release_failures", "dlock.lock.shape", "mutex")
+	l, err := r.c.Mutex("order:2").Acquire(ctx, dlock.Wait(0), dlock.LeaseTime(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	uctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	uerr := l.Unlock(uctx)
+	cancel()
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if uerr == nil || errors.Is(uerr, dlock.ErrLockLost) {
+		t.Fatalf("unlock with Redis paused = %v, want the store's error", uerr)
+	}
+	r.wantCount(t, 1, "dlock.release_failures", "dlock.lock.shape", "mutex")
+	r.wantCount(t, 0, "dlock.lost_unlocks", "dlock.lock.shape", "mutex")
 }

@@ -54,6 +54,7 @@ type instruments struct {
 	utilization metric.Float64Histogram // dlock.hold.lease_utilization
 	lost        metric.Int64Counter     // dlock.lost_holds
 	lostUnlocks metric.Int64Counter     // dlock.lost_unlocks
+	failedRel   metric.Int64Counter     // dlock.release_failures
 	renewals    metric.Int64Counter     // dlock.renewals
 	perLease    metric.Int64Histogram   // dlock.renewals_per_lease
 	slowHolds   metric.Int64Counter     // dlock.slow_holds
@@ -78,6 +79,7 @@ func newInstruments(m metric.Meter) (instruments, error) {
 		"Hold time divided by the fixed lease, at Unlock of a fixed lease; a P99 near 1 means the lease is too short.", ratioBuckets)
 	ins.lost = counter("dlock.lost_holds", "{hold}", "Holds lost while held, by dlock.loss.reason: any is an incident.")
 	ins.lostUnlocks = counter("dlock.lost_unlocks", "{unlock}", "Unlocks that found the lock no longer ours: the section ran without exclusivity.")
+	ins.failedRel = counter("dlock.release_failures", "{unlock}", "Unlocks whose release failed (store error or timeout): the lock may stay held until its lease runs out.")
 	ins.renewals = counter("dlock.renewals", "{renewal}", "Watchdog renewals, by dlock.renewal.result (renewed, failed: not yet a loss).")
 	perLease, err := m.Int64Histogram("dlock.renewals_per_lease", metric.WithUnit("{renewal}"),
 		metric.WithDescription("Watchdog renewals per watchdog Lease, when the Lease ends; many is a worker stuck inside."),

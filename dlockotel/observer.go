@@ -101,6 +101,7 @@ func (o *Observer) labelsOf(shape, name string) *labels {
 		o.m.lost.Add(ctx, 0, r.add...)
 	}
 	o.m.lostUnlocks.Add(ctx, 0, l.base.add...)
+	o.m.failedRel.Add(ctx, 0, l.base.add...)
 	o.m.slowHolds.Add(ctx, 0, l.base.add...)
 	return l
 }
@@ -147,6 +148,9 @@ func (o *Observer) ObserveRelease(ev observe.ReleaseEvent) {
 	}
 	if ev.FoundLost {
 		o.m.lostUnlocks.Add(ctx, 1, l.base.add...)
+	}
+	if ev.Err != nil {
+		o.m.failedRel.Add(ctx, 1, l.base.add...)
 	}
 	if !ev.LostBefore && ev.Lease == 0 { // a Lease lost before ended with its LostEvent
 		o.m.perLease.Record(ctx, int64(ev.Renewals), l.base.rec...)
