@@ -288,15 +288,12 @@ func TestReleaseFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	uctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	uerr := l.Unlock(uctx)
-	cancel()
-	if err := srv.Resume(); err != nil {
-		t.Fatal(err)
-	}
+	var uerr error
+	redistest.Paused(t, srv, func() {
+		uctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		uerr = l.Unlock(uctx)
+	})
 	if uerr == nil || errors.Is(uerr, dlock.ErrLockLost) {
 		t.Fatalf("unlock with Redis paused = %v, want the store's error", uerr)
 	}

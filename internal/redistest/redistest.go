@@ -108,3 +108,18 @@ func ClusterClient(t testing.TB, c *redisproc.Cluster) *redis.ClusterClient {
 	closeAtCleanup(t, "cluster client", cc)
 	return cc
 }
+
+// Paused runs fn with s paused (SIGSTOP): calls to it get no reply until fn
+// returns and s is resumed. A Fatal inside fn still resumes s.
+func Paused(t testing.TB, s *redisproc.Server, fn func()) {
+	t.Helper()
+	if err := s.Pause(); err != nil {
+		t.Fatalf("pause redis-server: %v", err)
+	}
+	defer func() {
+		if err := s.Resume(); err != nil {
+			t.Errorf("resume redis-server: %v", err)
+		}
+	}()
+	fn()
+}
