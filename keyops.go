@@ -40,12 +40,12 @@ func (o *keyOps) renewCalls(ttl time.Duration) []scriptCall {
 }
 
 func (o *keyOps) release(ctx context.Context) (seam.Released, error) {
-	n, err := o.c.callInt(ctx, o.releaseCall())
+	n, err := o.c.callSettled(ctx, o.releaseCall())
 	return seam.Released(n), err
 }
 
 func (o *keyOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := o.c.callInt(ctx, o.renewCall(ttl))
+	n, err := o.c.callSettled(ctx, o.renewCall(ttl))
 	return n == 1, err
 }
 

@@ -278,7 +278,7 @@ func (o multiOps) releaseCalls() []scriptCall {
 func (o multiOps) release(ctx context.Context) (seam.Released, error) {
 	calls := o.releaseCalls()
 	if o.m.single {
-		n, err := o.m.c.callInt(ctx, calls[0])
+		n, err := o.m.c.callSettled(ctx, calls[0])
 		return seam.Released(n), err
 	}
 	ns, err := o.m.c.scripts.runCalls(ctx, calls)

@@ -78,7 +78,7 @@ func (o *mutexOps) renewCalls(ttl time.Duration) []scriptCall {
 }
 
 func (o *mutexOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := o.c.callInt(ctx, extendCall(mutexExtend, o.k.args[0], o.args.token, o.c.ttlArg(ttl)))
+	n, err := o.c.callSettled(ctx, extendCall(mutexExtend, o.k.args[0], o.args.token, o.c.ttlArg(ttl)))
 	return n == 1, err
 }
 
@@ -91,7 +91,7 @@ func (o *mutexOps) releaseCall() scriptCall {
 func (o *mutexOps) releaseCalls() []scriptCall { return []scriptCall{o.releaseCall()} }
 
 func (o *mutexOps) release(ctx context.Context) (seam.Released, error) {
-	n, err := o.c.callInt(ctx, o.releaseCall())
+	n, err := o.c.callSettled(ctx, o.releaseCall())
 	return seam.Released(n), err
 }
 

@@ -76,7 +76,7 @@ func (o *reentrantOps) renewCalls(ttl time.Duration) []scriptCall {
 }
 
 func (o *reentrantOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := o.c.callInt(ctx, extendCall(lockExtend, o.k.args[0], o.args.token, o.c.ttlArg(ttl)))
+	n, err := o.c.callSettled(ctx, extendCall(lockExtend, o.k.args[0], o.args.token, o.c.ttlArg(ttl)))
 	return n == 1, err
 }
 
@@ -90,7 +90,7 @@ func (o *reentrantOps) releaseCall() scriptCall {
 func (o *reentrantOps) releaseCalls() []scriptCall { return []scriptCall{o.releaseCall()} }
 
 func (o *reentrantOps) release(ctx context.Context) (seam.Released, error) {
-	n, err := o.c.callInt(ctx, o.releaseCall())
+	n, err := o.c.callSettled(ctx, o.releaseCall())
 	return seam.Released(n), err
 }
 

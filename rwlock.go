@@ -139,7 +139,7 @@ func (o readOps) renewCalls(ttl time.Duration) []scriptCall {
 }
 
 func (o readOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := o.c.callInt(ctx, o.renewCalls(ttl)[0])
+	n, err := o.c.callSettled(ctx, o.renewCalls(ttl)[0])
 	return n == 1, err
 }
 
@@ -150,7 +150,7 @@ func (o readOps) releaseCall() scriptCall {
 func (o readOps) releaseCalls() []scriptCall { return []scriptCall{o.releaseCall()} }
 
 func (o readOps) release(ctx context.Context) (seam.Released, error) {
-	n, err := o.c.callInt(ctx, o.releaseCall())
+	n, err := o.c.callSettled(ctx, o.releaseCall())
 	return seam.Released(n), err
 }
 

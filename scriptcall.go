@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -209,4 +210,25 @@ func (c *Client) call(ctx context.Context, sc scriptCall) *redis.Cmd {
 // callInt is call for a script whose reply is an integer.
 func (c *Client) callInt(ctx context.Context, sc scriptCall) (int64, error) {
 	return c.calls.doInt(ctx, sc)
+}
+
+// callSettled is callInt for a release or an extension on a Redis Cluster
+// whose slot may be moving: a reply that says the script did not run (a slot
+// being resharded, a redirect go-redis gave up following, an electing
+// cluster: clusterPassing) sends it again every clusterRetry until it runs
+// or ctx ends (then the last error is returned). The calls are idempotent.
+func (c *Client) callSettled(ctx context.Context, sc scriptCall) (int64, error) {
+	for {
+		n, err := c.callInt(ctx, sc)
+		if err == nil || !clusterPassing(err) {
+			return n, err
+		}
+		t := time.NewTimer(clusterRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return n, err
+		case <-t.C:
+		}
+	}
 }

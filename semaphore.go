@@ -89,7 +89,7 @@ func (s *Semaphore) Release(ctx context.Context, id string) error {
 	if len(id) != 32 {
 		return wrap("release", "semaphore", s.name, fmt.Errorf("%w: permit id %q", ErrNotHeld, id))
 	}
-	n, err := s.c.callInt(ctx, s.ops(id).releaseCall())
+	n, err := s.c.callSettled(ctx, s.ops(id).releaseCall())
 	if err != nil {
 		return redisErr(ctx, "release", "semaphore", s.name, err)
 	}
@@ -235,12 +235,12 @@ func (o semOps) renewCalls(ttl time.Duration) []scriptCall {
 }
 
 func (o semOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := o.c.callInt(ctx, o.renewCalls(ttl)[0])
+	n, err := o.c.callSettled(ctx, o.renewCalls(ttl)[0])
 	return n == 1, err
 }
 
 func (o semOps) release(ctx context.Context) (seam.Released, error) {
-	n, err := o.c.callInt(ctx, o.releaseCall())
+	n, err := o.c.callSettled(ctx, o.releaseCall())
 	return seam.Released(n), err
 }
 

@@ -68,7 +68,24 @@ func TestClusterSlotMigration(t *testing.T) {
 		if sh.name != "Mutex" && sh.name != "Lock" {
 			continue
 		}
-		t.Run(sh.name, func(t *testing.T) { slotMigration(t, cl, nodes, sh) })
+		t.Run(sh.name, func(t *testing.T) { slotMigration(t, cl, nodes, sh, "") })
+	}
+}
+
+// TestClusterUnlockDuringMigration is TestClusterSlotMigration with A's
+// Unlock called while the slot's keys are split between the two masters
+// (where Redis answers a script on them TRYAGAIN): the Unlock waits the
+// migration out and succeeds, B is granted the lock after it with a greater
+// token, the holds never overlap and no key of the lock is left.
+func TestClusterUnlockDuringMigration(t *testing.T) {
+	noLeaks(t)
+	cl := redistest.StartCluster(t, 3)
+	nodes := clusterNodes(t, cl)
+	for _, sh := range shapes {
+		if sh.name != "Mutex" && sh.name != "Lock" {
+			continue
+		}
+		t.Run(sh.name, func(t *testing.T) { slotMigration(t, cl, nodes, sh, "split") })
 	}
 }
 
@@ -311,8 +328,9 @@ func lockKeysLeft(t *testing.T, rdb *redis.ClusterClient, name string) []string 
 	}
 }
 
-// slotMigration is one shape's run of TestClusterSlotMigration.
-func slotMigration(t *testing.T, cl *redisproc.Cluster, nodes []*clusterNode, sh shape) {
+// slotMigration is one shape's run of TestClusterSlotMigration; with
+// unlockAt a phase of the migration, A unlocks in that phase.
+func slotMigration(t *testing.T, cl *redisproc.Cluster, nodes []*clusterNode, sh shape, unlockAt string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	name := "migrate-" + sh.name
@@ -382,10 +400,45 @@ func slotMigration(t *testing.T, cl *redisproc.Cluster, nodes []*clusterNode, sh
 
 	began := time.Now()
 	renewals := map[string]int64{}
+	var (
+		aEnd      time.Time // A's Unlock call, or the last time it saw its lease held
+		unlockErr error
+		unlocked  = make(chan struct{})
+	)
 	moved := migrateSlot(t, ctx, slot, src, dst, others, func(phase string) {
-		renewals[phase] = settle(t, phase, rw, hl, migPhaseRenewals)
+		switch {
+		case phase == unlockAt:
+			aEnd, aEnded = time.Now(), true
+			go func() {
+				defer close(unlocked)
+				uctx, ucancel := context.WithTimeout(ctx, migPatience)
+				defer ucancel()
+				unlockErr = hl.unlock(uctx)
+			}()
+			select { // let the Unlock meet the slot in this phase
+			case <-unlocked:
+			case <-time.After(300 * time.Millisecond):
+			}
+		case aEnded: // nothing of A's to renew
+		default:
+			renewals[phase] = settle(t, phase, rw, hl, migPhaseRenewals)
+		}
 	})
 	migrated := time.Since(began)
+	if unlockAt != "" {
+		select {
+		case <-unlocked:
+		case <-time.After(migPatience):
+			t.Fatalf("A's Unlock, called in phase %q, had not returned %v after the migration", unlockAt, migPatience)
+		}
+		if unlockErr != nil {
+			t.Fatalf("A's Unlock, called in phase %q of the migration: %v", unlockAt, unlockErr)
+		}
+		unlockedDuring(t, ctx, h, name, view, bc, aTok, aEnd, ca, cb, &bEnded)
+		t.Logf("slot %d (%d keys moved) %s -> %s in %v; A unlocked in phase %q", slot, moved, src.srv.Addr(),
+			dst.srv.Addr(), migrated.Round(time.Millisecond), unlockAt)
+		return
+	}
 	// The slot really moved: the source keeps none of its keys, the target
 	// serves the fence counter (and A's lock key while A holds it).
 	if n, err := src.rdb.ClusterCountKeysInSlot(ctx, slot).Result(); err != nil || n != 0 {
@@ -414,7 +467,6 @@ func slotMigration(t *testing.T, cl *redisproc.Cluster, nodes []*clusterNode, sh
 		time.Sleep(100 * time.Millisecond)
 	}
 	kept := verr == nil
-	var aEnd time.Time // A's Unlock call, or the last time it saw its lease held
 	switch {
 	case kept:
 		select {
@@ -499,4 +551,41 @@ func slotMigration(t *testing.T, cl *redisproc.Cluster, nodes []*clusterNode, sh
 	if t.Failed() {
 		t.Logf("A's log:\n%s", log.String())
 	}
+}
+
+// unlockedDuring checks the end of a migration during which A unlocked (at
+// aEnd): B is granted the lock after that with a greater token, the history
+// has no overlapping holds, and once B unlocks no key of the lock but its
+// fence counter is left and neither Client keeps a hold.
+func unlockedDuring(t *testing.T, ctx context.Context, h *faults.History, name string, view *redis.ClusterClient,
+	bc *contender, aTok int64, aEnd time.Time, ca, cb *dlock.Client, bEnded *bool) {
+	t.Helper()
+	select {
+	case <-bc.granted:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("B was not granted the lock within 30 s of A's Unlock (Acquire errors: %v)", bc.errList())
+	}
+	if bTok := bc.hl.l.Token(); bTok <= aTok {
+		t.Errorf("B's token %d is not greater than A's %d", bTok, aTok)
+	}
+	if !bc.at.After(aEnd) {
+		t.Errorf("B was granted the lock at %v, before A's Unlock at %v", bc.at.Format(time.StampMicro), aEnd.Format(time.StampMicro))
+	}
+	if errs := bc.errList(); len(errs) > 0 {
+		t.Errorf("B's waiting Acquire failed %d times while the slot moved: %v", len(errs), errs)
+	}
+	*bEnded = true
+	if err := bc.hl.unlock(ctx); err != nil {
+		t.Errorf("B: Unlock: %v", err)
+	}
+	<-bc.done
+	if n := faults.DoubleGrants(h.Ops()); n != 0 {
+		t.Errorf("%d overlapping holds of A and B", n)
+	}
+	checkHistory(t, h, true)
+	if left := lockKeysLeft(t, view, name); len(left) > 0 {
+		t.Errorf("keys of the lock left after every lease ended: %v", left)
+	}
+	noZombie(t, "A", ca)
+	noZombie(t, "B", cb)
 }
