@@ -25,6 +25,19 @@ func soakFaultsHelp() string {
 	return strings.Join(per, "; ")
 }
 
+// soakExit is the soak's error once its results are out: errSoakFailed
+// (exit 1) when a check failed, whatever happened to the report (outErr,
+// then said after it); else outErr.
+func soakExit(ok bool, outErr error) error {
+	switch {
+	case !ok && outErr != nil:
+		return fmt.Errorf("%w; %w", errSoakFailed, outErr)
+	case !ok:
+		return errSoakFailed
+	}
+	return outErr
+}
+
 func newSoakCmd() *cobra.Command {
 	var f drillFlags
 	var o drill.SoakOptions
@@ -75,14 +88,7 @@ fails. Needs redis-server, etcd or ZooKeeper installed (scripts/install.sh).`,
 			if err != nil {
 				return err
 			}
-			err = f.output(c, res) // the results, then the report
-			switch {
-			case !res.OK() && err != nil: // a report that failed hides no failed check
-				return fmt.Errorf("%w; %w", errSoakFailed, err)
-			case !res.OK():
-				return errSoakFailed
-			}
-			return err
+			return soakExit(res.OK(), f.output(c, res)) // the results, then the report
 		},
 	}
 	f.registerOutput(c)

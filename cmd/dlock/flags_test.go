@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -220,3 +221,63 @@ func TestHelpDefaults(t *testing.T) {
 		}
 	}
 }
+
+// fakeResult is a drill's result for output.
+type fakeResult struct{ s *drill.Summary }
+
+func (r fakeResult) Summary() *drill.Summary { return r.s }
+
+// The results are printed before the report is written: a report that
+// cannot be written (its directory gone since the check) loses nothing of
+// them, is a runtime failure (exit 1), and does not hide a failed soak's
+// exit 1.
+func TestResultsBeforeReport(t *testing.T) {
+	gone := filepath.Join(t.TempDir(), "gone")
+	if err := os.Mkdir(gone, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := drillFlags{report: filepath.Join(gone, "r.html")}
+	if err := checkFlag(&pflag.Flag{Name: "report", Value: newStringValue(f.report), Annotations: map[string][]string{outputPath: {"true"}}}); err != nil {
+		t.Fatalf("the report's path is fine before the run: %v", err)
+	}
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	c := &cobra.Command{}
+	c.SetOut(&out)
+	c.SetErr(&out)
+	err := f.output(c, fakeResult{&drill.Summary{Title: "the figures", Figures: []drill.Figure{{Name: "verdict", Value: "FAILED"}}}})
+	if !strings.Contains(out.String(), "the figures") || !strings.Contains(out.String(), "FAILED") {
+		t.Errorf("the results were not printed: %q", out.String())
+	}
+	var ue usageError
+	if err == nil || errors.As(err, &ue) {
+		t.Fatalf("a report that cannot be written: %v, want a runtime failure", err)
+	}
+	var code bytes.Buffer
+	for _, tc := range []struct {
+		ok   bool
+		want int
+	}{{false, exitError}, {true, exitError}} {
+		exit := soakExit(tc.ok, err)
+		if !tc.ok && !errors.Is(exit, errSoakFailed) {
+			t.Errorf("a failed soak whose report failed: %v, want errSoakFailed", exit)
+		}
+		code.Reset()
+		if got := runErr(exit, &code); got != tc.want || strings.Count(code.String(), "\n") != 1 {
+			t.Errorf("soak ok=%v: exit %d, %q; want %d and one line", tc.ok, got, code.String(), tc.want)
+		}
+	}
+	if soakExit(true, nil) != nil || !errors.Is(soakExit(false, nil), errSoakFailed) {
+		t.Error("soakExit without a report error")
+	}
+}
+
+// stringValue is a pflag.Value holding a string, for checkFlag.
+type stringValue string
+
+func newStringValue(s string) *stringValue { v := stringValue(s); return &v }
+func (v *stringValue) String() string      { return string(*v) }
+func (v *stringValue) Set(s string) error  { *v = stringValue(s); return nil }
+func (v *stringValue) Type() string        { return "string" }

@@ -66,7 +66,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	return runErr(root.ExecuteContext(ctx), stderr)
+}
+
+// runErr prints err, if any, on stderr and returns the exit code.
+func runErr(err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
