@@ -82,11 +82,30 @@ func (f *drillFlags) open(c *cobra.Command, kind string) (*backend.Backend, erro
 	return b, nil
 }
 
+// checkAddrs reads the addresses of the Redis and of the --backend lock
+// service the flags give, without connecting: a command checks them before
+// it starts anything (an embedded server), bad input (exit 2) otherwise.
+func (f *drillFlags) checkAddrs() error {
+	if err := backend.CheckAddr(backend.Redis, f.redis); err != nil {
+		return openError("redis", err)
+	}
+	switch f.backend {
+	case backend.Etcd:
+		return openError("etcd", backend.CheckAddr(backend.Etcd, f.etcd))
+	case backend.ZooKeeper:
+		return openError("zk", backend.CheckAddr(backend.ZooKeeper, f.zk))
+	}
+	return nil
+}
+
 // openError marks an error of backend.Open (or backend.ParseRedisURL)
 // that comes from the command line as bad input, naming the flag that gave
 // it: `--redis "x": invalid URL scheme (want …)`. Any other (a server that
 // does not answer, one that could not be started) is a runtime failure.
 func openError(flag string, err error) error {
+	if err == nil {
+		return nil
+	}
 	var ae *backend.AddrError
 	switch {
 	case errors.As(err, &ae) && errors.Is(err, backend.ErrBadAddress):

@@ -178,3 +178,20 @@ func TestBadAddressSameEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// seckill checks every flag, the addresses included, before it starts a
+// server: a bad --etcd is refused without an embedded Redis being started
+// (nothing is printed on stdout, where the Redis line would go).
+func TestSeckillChecksBeforeStarting(t *testing.T) {
+	for _, args := range [][]string{
+		{"seckill", "--backend", "foo"},
+		{"seckill", "--backend", "etcd", "--etcd", "nohostport"},
+		{"seckill", "--backend", "zookeeper", "--zk", ","},
+		{"seckill", "--strategy", "nosuch"},
+	} {
+		code, out, stderr := dlock(t, args...)
+		if code != exitUsage || out != "" {
+			t.Errorf("%v: exit %d, stdout %q (stderr %q); want 2 before anything started", args, code, out, stderr)
+		}
+	}
+}

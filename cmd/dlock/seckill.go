@@ -62,6 +62,9 @@ prededuct's stock.`,
 			if !slices.Contains(backend.Kinds, f.backend) {
 				return usagef("--backend %q: want one of %s", f.backend, strings.Join(backend.Kinds, ", "))
 			}
+			if err := f.checkAddrs(); err != nil {
+				return err
+			}
 			bar := newProgress(c.ErrOrStderr(), !f.json)
 			defer bar.finish()
 			var res *drill.SeckillResult

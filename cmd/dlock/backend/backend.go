@@ -210,6 +210,27 @@ func Cause(err error, addrs ...string) string {
 	return strings.TrimRight(strings.Join(keep, ": "), ": ")
 }
 
+// CheckAddr reads addr as Open would for kind, without connecting: an
+// AddrError wrapping ErrBadAddress if it cannot; "" (the embedded
+// default) is fine.
+func CheckAddr(kind, addr string) error {
+	if addr == "" {
+		return nil
+	}
+	switch strings.ToLower(kind) {
+	case "", Redis:
+		_, err := ParseRedisURL(addr)
+		return err
+	case Etcd:
+		_, err := splitAddrs(Etcd, addr)
+		return err
+	case ZooKeeper, "zk":
+		_, err := splitAddrs(ZooKeeper, addr)
+		return err
+	}
+	return fmt.Errorf("%w %q: want one of %s", ErrUnknown, kind, strings.Join(Kinds, ", "))
+}
+
 // splitAddrs reads the comma-separated host:port endpoints of a kind of
 // server; an error is an AddrError wrapping ErrBadAddress.
 func splitAddrs(kind, addr string) ([]string, error) {
