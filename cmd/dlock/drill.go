@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/redis/go-redis/v9"
 	"io"
 	"os"
 	"os/exec"
@@ -36,7 +35,8 @@ func (f *drillFlags) register(c *cobra.Command) {
 // own servers take no --redis).
 func (f *drillFlags) registerOutput(c *cobra.Command) {
 	c.Flags().BoolVar(&f.json, "json", false, "print the figures as JSON")
-	c.Flags().StringVar(&f.report, "report", "", "also write a self-contained HTML report to this file")
+	c.Flags().StringVar(&f.report, "report", "", "also write a self-contained HTML report to this file (checked before the run)")
+	outputFlag(c, "report")
 }
 
 // registerBackend registers --backend and the etcd and ZooKeeper
@@ -72,7 +72,7 @@ func (f *drillFlags) open(c *cobra.Command, kind string) (*backend.Backend, erro
 	}
 	b, err := backend.Open(c.Context(), kind, addr)
 	if err != nil {
-		return nil, openError(err)
+		return nil, openError(flag, err)
 	}
 	note := ""
 	if !b.Embedded {
@@ -82,12 +82,35 @@ func (f *drillFlags) open(c *cobra.Command, kind string) (*backend.Backend, erro
 	return b, nil
 }
 
-// openError marks an error of backend.Open that comes from the command
-// line (an address that cannot be read) as bad input; any other (a server
-// that does not answer, one that could not be started) is a runtime
-// failure.
-func openError(err error) error {
-	if errors.Is(err, backend.ErrBadAddress) || errors.Is(err, backend.ErrUnknown) {
+// checkAddrs reads the addresses of the Redis and of the --backend lock
+// service the flags give, without connecting: a command checks them before
+// it starts anything (an embedded server), bad input (exit 2) otherwise.
+func (f *drillFlags) checkAddrs() error {
+	if err := backend.CheckAddr(backend.Redis, f.redis); err != nil {
+		return openError("redis", err)
+	}
+	switch f.backend {
+	case backend.Etcd:
+		return openError("etcd", backend.CheckAddr(backend.Etcd, f.etcd))
+	case backend.ZooKeeper:
+		return openError("zk", backend.CheckAddr(backend.ZooKeeper, f.zk))
+	}
+	return nil
+}
+
+// openError marks an error of backend.Open (or backend.ParseRedisURL)
+// that comes from the command line as bad input, naming the flag that gave
+// it: `--redis "x": invalid URL scheme (want …)`. Any other (a server that
+// does not answer, one that could not be started) is a runtime failure.
+func openError(flag string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ae *backend.AddrError
+	switch {
+	case errors.As(err, &ae) && errors.Is(err, backend.ErrBadAddress):
+		return usagef("--%s %q: %s", flag, ae.Addr, ae.Reason)
+	case errors.Is(err, backend.ErrUnknown):
 		return usageError{err}
 	}
 	return err
@@ -121,22 +144,32 @@ type result interface {
 	Summary() *drill.Summary
 }
 
-// output prints res as JSON or for people, and writes the HTML report.
+// output prints res as JSON or for people, then writes the HTML report
+// (its path was checked before the run: checkFlags), so that a report that
+// cannot be written loses nothing of what the run printed. Its error is a
+// runtime failure (exit 1).
 func (f *drillFlags) output(c *cobra.Command, res result) error {
 	sum := res.Summary()
-	if f.report != "" {
-		if err := writeReport(f.report, sum); err != nil {
-			return err
-		}
-		fmt.Fprintf(f.infoOut(c), "report: %s\n", f.report)
-	}
 	if f.json {
 		e := json.NewEncoder(c.OutOrStdout())
 		e.SetIndent("", "  ")
-		return e.Encode(res)
+		if err := e.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(c.OutOrStdout())
+		if err := sum.WriteText(c.OutOrStdout()); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintln(c.OutOrStdout())
-	return sum.WriteText(c.OutOrStdout())
+	if f.report == "" {
+		return nil
+	}
+	if err := writeReport(f.report, sum); err != nil {
+		return err
+	}
+	fmt.Fprintf(f.infoOut(c), "report: %s\n", f.report)
+	return nil
 }
 
 func newDrillCmd() *cobra.Command {
@@ -225,19 +258,30 @@ func newContentionCmd() *cobra.Command {
 	c.Flags().IntVar(&workers, "workers", 2, "workers, each with its own client")
 	c.Flags().IntVar(&loops, "loops", 100, "acquisitions per worker")
 	c.Flags().DurationVar(&work, "work", 2*time.Millisecond, "time spent inside the lock")
+	allowZero(c, "work", "acquire and release at once")
 	return c
 }
 
+// writeReport writes the HTML report to path.
 func writeReport(path string, r *drill.Summary) error {
 	fh, err := os.Create(path)
+	if err == nil {
+		err = r.WriteHTML(fh)
+		err = errors.Join(err, fh.Close())
+	}
 	if err != nil {
-		return usageError{err}
+		return fmt.Errorf("write report %q: %w", path, unwrapPath(err))
 	}
-	if err := r.WriteHTML(fh); err != nil {
-		fh.Close()
-		return err
+	return nil
+}
+
+// unwrapPath drops the *os.PathError around err (its path is named already).
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
 	}
-	return fh.Close()
+	return err
 }
 
 func scaled(d time.Duration, s float64) time.Duration { return time.Duration(float64(d) * s) }
@@ -313,35 +357,40 @@ func newFailoverCmd() *cobra.Command {
 	var f drillFlags
 	var o drill.FailoverOptions
 	var co drill.ConsensusFailoverOptions
+	rd, cd := drill.FailoverDefaults(), drill.ConsensusFailoverDefaults()
 	c := &cobra.Command{
 		Use:   "failover",
 		Short: "Kill, freeze or partition the Redis master or the etcd/ZooKeeper leader mid-sale; count double grants and oversold units",
 		Long: `Start a master with replicas and three Sentinels (redis-server --sentinel), run a sale over many
 skus with per-sku locks through Sentinel clients (each worker its own client), and inject a fault:
 
-  --fault crash       SIGKILL the master; Sentinel promotes a replica; the sale goes on.
-  --fault partition   cut the old master off from its replicas, the Sentinels and the clients on their
-                      side (links through an embedded toxiproxy, black-holed) while the other clients
-                      still reach it; Sentinel promotes a replica; two masters take lock writes until
-                      the partition heals.
+  --fault crash         SIGKILL the master; Sentinel promotes a replica; the sale goes on.
+  --fault partition     cut the old master off from its replicas, the Sentinels and the clients on
+                        their side (links through an embedded toxiproxy, black-holed) while the other
+                        clients still reach it; Sentinel promotes a replica; two masters take lock
+                        writes until the partition heals.
 
 Each run is repeated for three modes: plain lock, lock + ReplicaAck(1, 100ms), lock + fenced writes.
 An independent witness (holders record entering and leaving their sku on one monotonic clock) counts
 double grants. Needs redis-server on PATH.
 
 With --backend etcd or zookeeper the drill starts a 3-member etcd cluster or a 3-server ZooKeeper
-ensemble per run, 64 workers (each its own client and session) sell under per-sku locks, and the
+ensemble per run, workers (each its own client and session) sell under per-sku locks, and the
 leader is faulted for --down, then brought back:
 
-  --fault kill        SIGKILL the leader; restart it.
-  --fault pause       SIGSTOP the leader; SIGCONT it.
-  --fault partition   black-hole the clients' connections to the leader (its peers still reach it,
-                      so it stays leader); heal.
+  --fault kill          SIGKILL the leader; restart it (crash means kill).
+  --fault pause         SIGSTOP the leader; SIGCONT it.
+  --fault partition     cut the leader off from its peers (the links between members are proxied)
+                        while every client still reaches it: the majority elects a leader of its
+                        own; heal.
+  --fault cut-clients   black-hole the clients' connections to the leader (its peers still reach
+                        it, so it stays leader); heal.
 
 Every holder writes to a plain ledger (read-check-write) and to a fenced one; the witness counts
-double grants, and each run prints its figures (--runs, default 10).`,
+double grants, and each run prints its figures. --runs, --workers, --before and --after have other
+defaults on etcd and zookeeper (each flag says which).`,
 		Example: "  dlock drill failover --fault crash\n  dlock drill failover --fault partition --runs 3 --json\n" +
-			"  dlock drill failover --backend etcd --fault kill\n  dlock drill failover --backend zookeeper --fault pause --runs 10 --json",
+			"  dlock drill failover --backend etcd --fault kill\n  dlock drill failover --backend zookeeper --fault cut-clients --runs 10 --json",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			switch f.backend {
@@ -357,21 +406,34 @@ double grants, and each run prints its figures (--runs, default 10).`,
 				return usagef("--backend %q: want one of %s", f.backend, strings.Join(backend.Kinds, ", "))
 			}
 			if o.Fault != "crash" && o.Fault != "partition" {
-				return usagef("--fault %q: want crash or partition", o.Fault)
+				return usagef("--fault %q: want crash or partition on redis", o.Fault)
 			}
-			if err := needRedisServer(); err != nil {
-				return err
+			// The flags whose default differs per backend are 0 unless given.
+			fl := c.Flags()
+			for _, x := range []struct {
+				flag string
+				set  func()
+			}{
+				{"runs", func() { o.Runs = rd.Runs }},
+				{"workers", func() { o.Workers = rd.Workers }},
+				{"before", func() { o.Before = rd.Before }},
+				{"after", func() { o.After = rd.After }},
+			} {
+				if !fl.Changed(x.flag) {
+					x.set()
+				}
 			}
-			if o.Runs < 1 || o.Workers < 1 || o.SKUs < 1 || o.Replicas < 1 || o.Lease <= 0 || o.Section < 0 ||
-				o.StaleShare <= 0 || o.StaleShare >= 1 {
-				return usagef("--runs, --workers, --skus, --replicas >= 1; --lease > 0; 0 < --stale-share < 1")
+			if o.StaleShare >= 1 {
+				return usagef("--stale-share %v: want a share below 1", o.StaleShare)
 			}
 			for _, m := range o.Modes {
 				if !slices.Contains(drill.FailoverModes, m) {
 					return usagef("--mode %q: want one of %s", m, strings.Join(drill.FailoverModes, ", "))
 				}
 			}
-			redis.SetLogger(quietLogger{}) // go-redis logs every Sentinel switch otherwise
+			if err := needRedisServer(); err != nil {
+				return err
+			}
 			bar := newProgress(c.ErrOrStderr(), !f.json)
 			o.Progress = bar.update
 			res, err := drill.Failover(c.Context(), o)
@@ -384,67 +446,53 @@ double grants, and each run prints its figures (--runs, default 10).`,
 	}
 	f.registerOutput(c)
 	fl := c.Flags()
-	fl.StringVar(&o.Fault, "fault", "crash", "redis: crash or partition; etcd, zookeeper: kill (= crash), pause, partition (the leader cut off from its peers) or cut-clients (from its clients)")
-	fl.IntVar(&o.Runs, "runs", 5, "runs per mode")
-	fl.StringArrayVar(&o.Modes, "mode", nil, "mode to run (repeatable; default all: "+strings.Join(drill.FailoverModes, ", ")+")")
-	fl.IntVar(&o.Workers, "workers", 8, "workers, each with its own Redis and lock clients")
-	fl.IntVar(&o.SKUs, "skus", 8, "skus the workers spread over")
-	fl.DurationVar(&o.Section, "section", 2*time.Millisecond, "time inside the lock before the write")
-	fl.DurationVar(&o.Lease, "lease", 2*time.Second, "fixed lease of every lock")
-	fl.IntVar(&o.Replicas, "replicas", 2, "replicas of the master")
-	fl.DurationVar(&o.ReplDelay, "repl-delay", 0, "latency added to the replication link (toxiproxy)")
-	fl.DurationVar(&o.Before, "before", time.Second, "sale before the fault")
-	fl.DurationVar(&o.After, "after", time.Second, "sale after recovery (or after the partition heals)")
-	fl.DurationVar(&o.Partition, "partition", 2*time.Second, "how long the partition lasts after the promotion (two masters)")
-	fl.Float64Var(&o.StaleShare, "stale-share", 0.5, "partition: share of workers that still reach the old master")
-	fl.IntVar(&o.MinReplicasToWrite, "min-replicas-to-write", 0, "set min-replicas-to-write (max lag 1s) on the master; 0: unset")
+	// perBackend says a flag's default on each backend, when they differ
+	// (the flag's own default is then 0: not given).
+	perBackend := func(redis, consensus any) string {
+		return fmt.Sprintf(" (default: redis %v; etcd, zookeeper %v)", redis, consensus)
+	}
+	fl.StringVar(&o.Fault, "fault", "crash", "the fault: on redis crash or partition; on etcd, zookeeper kill (crash means kill), pause, partition or cut-clients (see above)")
+	fl.IntVar(&o.Runs, "runs", 0, "runs (per mode on redis)"+perBackend(rd.Runs, cd.Runs))
+	fl.StringArrayVar(&o.Modes, "mode", nil, "redis: mode to run (repeatable; default all: "+strings.Join(drill.FailoverModes, ", ")+")")
+	fl.IntVar(&o.Workers, "workers", 0, "workers, each with its own clients"+perBackend(rd.Workers, cd.Workers))
+	fl.IntVar(&o.SKUs, "skus", rd.SKUs, "skus the workers spread over")
+	fl.DurationVar(&o.Section, "section", rd.Section, "time inside the lock before the write")
+	fl.DurationVar(&o.Lease, "lease", rd.Lease, "redis: fixed lease of every lock")
+	fl.IntVar(&o.Replicas, "replicas", rd.Replicas, "redis: replicas of the master")
+	fl.DurationVar(&o.ReplDelay, "repl-delay", 0, "redis: latency added to the replication link (toxiproxy; 0: none)")
+	allowZero(c, "repl-delay", "none added")
+	fl.DurationVar(&o.Before, "before", 0, "sale before the fault"+perBackend(rd.Before, cd.Before))
+	fl.DurationVar(&o.After, "after", 0, "sale after recovery (or after the partition heals)"+perBackend(rd.After, cd.After))
+	fl.DurationVar(&o.Partition, "partition", rd.Partition, "redis: how long the partition lasts after the promotion (two masters)")
+	fl.Float64Var(&o.StaleShare, "stale-share", rd.StaleShare, "redis, partition: share of workers that still reach the old master (below 1)")
+	fl.IntVar(&o.MinReplicasToWrite, "min-replicas-to-write", 0, "redis: set min-replicas-to-write (max lag 1s) on the master (0: unset)")
+	allowZero(c, "min-replicas-to-write", "unset")
 	fl.Uint64Var(&o.Seed, "seed", 1, "seeds the workers' choice of skus")
+	allowZero(c, "seed", "a seed like any other")
 	fl.StringVar(&f.backend, "backend", backend.Redis, "lock service: "+strings.Join(backend.Kinds, ", "))
-	fl.DurationVar(&co.Session, "session", 2*time.Second, "etcd, zookeeper: every client's session (lease TTL, session timeout)")
-	fl.DurationVar(&co.Down, "down", 3*time.Second, "etcd, zookeeper: how long the leader stays killed, frozen or cut off")
+	fl.DurationVar(&co.Session, "session", cd.Session, "etcd, zookeeper: every client's session (lease TTL, session timeout)")
+	fl.DurationVar(&co.Down, "down", cd.Down, "etcd, zookeeper: how long the leader stays killed, frozen or cut off")
 	return c
 }
 
 // runConsensusFailover runs the failover drill on etcd or ZooKeeper with
-// the flags the user set (the rest take that drill's defaults: 10 runs,
-// 64 workers).
+// the flags the user set (the rest take that drill's defaults).
 func runConsensusFailover(c *cobra.Command, f *drillFlags, o drill.FailoverOptions, co drill.ConsensusFailoverOptions) error {
 	co.Backend, co.Fault = f.backend, o.Fault
-	if !c.Flags().Changed("fault") {
-		co.Fault = drill.FaultKill
-	}
 	if co.Fault == "crash" {
 		co.Fault = drill.FaultKill
 	}
 	if !slices.Contains(drill.ConsensusFaults, co.Fault) {
-		return usagef("--fault %q: want one of %s", co.Fault, strings.Join(drill.ConsensusFaults, ", "))
+		return usagef("--fault %q: want one of %s on %s", co.Fault, strings.Join(drill.ConsensusFaults, ", "), co.Backend)
 	}
 	fl := c.Flags()
-	for _, x := range []struct {
-		flag string
-		set  func()
-	}{
-		{"runs", func() { co.Runs = o.Runs }},
-		{"workers", func() { co.Workers = o.Workers }},
-		{"skus", func() { co.SKUs = o.SKUs }},
-		{"section", func() { co.Section = o.Section }},
-		{"before", func() { co.Before = o.Before }},
-		{"after", func() { co.After = o.After }},
-		{"seed", func() { co.Seed = o.Seed }},
-	} {
-		if fl.Changed(x.flag) {
-			x.set()
-		}
-	}
 	for _, name := range []string{"mode", "lease", "replicas", "repl-delay", "partition", "stale-share", "min-replicas-to-write"} {
 		if fl.Changed(name) {
 			return usagef("--%s is a Redis failover flag (not for --backend %s)", name, co.Backend)
 		}
 	}
-	if (fl.Changed("runs") && co.Runs < 1) || (fl.Changed("workers") && co.Workers < 1) || (fl.Changed("skus") && co.SKUs < 1) ||
-		co.Session <= 0 || co.Down <= 0 || co.Section < 0 || (fl.Changed("before") && co.Before <= 0) || (fl.Changed("after") && co.After <= 0) {
-		return usagef("--runs, --workers, --skus >= 1; --session, --down, --before, --after > 0; --section >= 0")
-	}
+	// 0 (not given): the drill's default.
+	co.Runs, co.Workers, co.SKUs, co.Section, co.Before, co.After, co.Seed = o.Runs, o.Workers, o.SKUs, o.Section, o.Before, o.After, o.Seed
 	bar := newProgress(c.ErrOrStderr(), !f.json)
 	co.Progress = bar.update
 	res, err := drill.FailoverConsensus(c.Context(), co)
@@ -463,10 +511,6 @@ func needRedisServer() error {
 	return nil
 }
 
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
-
 func newRedLockCmd() *cobra.Command {
 	var f drillFlags
 	var lease time.Duration
@@ -482,7 +526,6 @@ func newRedLockCmd() *cobra.Command {
 			if err := needRedisServer(); err != nil {
 				return err
 			}
-			redis.SetLogger(quietLogger{}) // A's clients to unreachable nodes would log every dial
 			res, err := drill.RedLock(c.Context(), lease)
 			if err != nil {
 				return err

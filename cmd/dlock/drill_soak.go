@@ -2,10 +2,9 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"strings"
-	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/dlockgo/dlock/cmd/dlock/backend"
@@ -15,6 +14,29 @@ import (
 // errSoakFailed is returned (exit 1) after a soak whose history failed a
 // check; its figures are printed first.
 var errSoakFailed = errors.New("soak: the history failed a check (see the verdict above)")
+
+// soakFaultsHelp lists each backend's soak faults: "redis pause, kill,
+// …; etcd partition, …".
+func soakFaultsHelp() string {
+	var per []string
+	for _, k := range backend.Kinds {
+		per = append(per, k+" "+strings.Join(drill.SoakFaults[k], ", "))
+	}
+	return strings.Join(per, "; ")
+}
+
+// soakExit is the soak's error once its results are out: errSoakFailed
+// (exit 1) when a check failed, whatever happened to the report (outErr,
+// then said after it); else outErr.
+func soakExit(ok bool, outErr error) error {
+	switch {
+	case !ok && outErr != nil:
+		return fmt.Errorf("%w; %w", errSoakFailed, outErr)
+	case !ok:
+		return errSoakFailed
+	}
+	return outErr
+}
 
 func newSoakCmd() *cobra.Command {
 	var f drillFlags
@@ -59,7 +81,6 @@ fails. Needs redis-server, etcd or ZooKeeper installed (scripts/install.sh).`,
 			if err := drill.CheckSoakOptions(o); err != nil {
 				return usageError{err}
 			}
-			redis.SetLogger(quietLogger{}) // go-redis logs every failed dial otherwise
 			bar := newProgress(c.ErrOrStderr(), !f.json)
 			o.Progress = bar.update
 			res, err := drill.Soak(c.Context(), o)
@@ -67,27 +88,23 @@ fails. Needs redis-server, etcd or ZooKeeper installed (scripts/install.sh).`,
 			if err != nil {
 				return err
 			}
-			if err := f.output(c, res); err != nil {
-				return err
-			}
-			if !res.OK() {
-				return errSoakFailed
-			}
-			return nil
+			return soakExit(res.OK(), f.output(c, res)) // the results, then the report
 		},
 	}
 	f.registerOutput(c)
 	fl := c.Flags()
+	d := drill.SoakDefaults()
 	fl.StringVar(&f.backend, "backend", backend.Redis, "lock service: "+strings.Join(backend.Kinds, ", "))
-	fl.DurationVar(&o.Duration, "duration", 2*time.Minute, "how long the workers run")
-	fl.IntVar(&o.Workers, "workers", 8, "workers, each its own client and session")
-	fl.IntVar(&o.Names, "names", 4, "lock names the workers share")
-	fl.StringVar(&o.Shape, "shape", drill.ShapeLock, "lock shape: lock (reentrant) or mutex")
-	fl.DurationVar(&o.Work, "work", 10*time.Millisecond, "mean time inside the lock")
-	fl.DurationVar(&o.Session, "session", 2*time.Second, "every client's session: watchdog timeout, lease TTL, session timeout")
-	fl.StringVar(&faults, "faults", "", "faults to cycle through, comma-separated (default: every fault of the backend)")
-	fl.DurationVar(&o.Every, "every", 10*time.Second, "a fault starts every this long")
-	fl.DurationVar(&o.Down, "down", 3*time.Second, "how long each fault lasts (longer than --session: holders lose their locks)")
+	fl.DurationVar(&o.Duration, "duration", d.Duration, "how long the workers run")
+	fl.IntVar(&o.Workers, "workers", d.Workers, "workers, each its own client and session")
+	fl.IntVar(&o.Names, "names", d.Names, "lock names the workers share")
+	fl.StringVar(&o.Shape, "shape", d.Shape, "lock shape: lock (reentrant) or mutex")
+	fl.DurationVar(&o.Work, "work", d.Work, "mean time inside the lock")
+	fl.DurationVar(&o.Session, "session", d.Session, "every client's session: watchdog timeout, lease TTL, session timeout")
+	fl.StringVar(&faults, "faults", "", "faults to cycle through, comma-separated (default: every fault of the backend: "+soakFaultsHelp()+")")
+	fl.DurationVar(&o.Every, "every", d.Every, "a fault starts every this long")
+	fl.DurationVar(&o.Down, "down", d.Down, "how long each fault lasts (longer than --session: holders lose their locks)")
 	fl.Uint64Var(&o.Seed, "seed", 1, "seeds the workers' choice of names")
+	allowZero(c, "seed", "a seed like any other")
 	return c
 }

@@ -30,10 +30,16 @@ const (
 	defaultAdminZK    = "127.0.0.1:2181"
 )
 
-// adminExitCodes is the exit-code paragraph of inspect's and unlock's help.
-const adminExitCodes = "Exit codes: 0 done; 1 a runtime failure (the server unreachable or failing, unlock not\n" +
-	"confirmed); 2 bad input (unknown flag, bad --redis URL, --etcd or --zk address or --prefix, invalid\n" +
-	"lock name, wrong arguments, a Redis-only operation on another backend)."
+// adminExitCodes is the exit-code paragraph of inspect's help,
+// unlockExitCodes unlock's.
+const (
+	adminExitCodes = "Exit codes: 0 done; 1 a runtime failure (the server unreachable or failing); 2 bad input\n" +
+		"(unknown flag, bad --redis URL, --etcd or --zk address or --prefix, invalid lock name, wrong\n" +
+		"arguments, a Redis-only operation on another backend)."
+	unlockExitCodes = "Exit codes: 0 done; 1 a runtime failure (the server unreachable or failing, unlock not\n" +
+		"confirmed); 2 bad input (unknown flag, bad --redis URL or --prefix, invalid lock name, wrong\n" +
+		"arguments, --backend other than redis)."
+)
 
 // adminFlags are the flags of the operator commands (inspect, unlock).
 type adminFlags struct {
@@ -45,16 +51,29 @@ type adminFlags struct {
 	backend, etcd, zk string
 }
 
-func (f *adminFlags) register(c *cobra.Command) {
+// register registers the flags of an operator command; redisOnly leaves
+// out the etcd and ZooKeeper ones (--backend stays, to say so).
+func (f *adminFlags) register(c *cobra.Command, redisOnly bool) {
 	c.Flags().StringVar(&f.redis, "redis", defaultAdminRedis, "Redis URL (redis:// or rediss://host:port/db)")
 	c.Flags().BoolVar(&f.cluster, "cluster", false, "the URL names a Redis Cluster node (more seeds: ?addr=host:port&addr=...)")
-	c.Flags().StringVar(&f.prefix, "prefix", dl.DefaultPrefix, "key prefix of the locks (dlock.Config.Prefix); with --backend etcd: etcdlock.Config.Prefix "+
-		"(default \""+etcdlock.DefaultPrefix+"\"), zookeeper: zklock.Config.Prefix (default \""+zklock.DefaultPrefix+"\")")
 	c.Flags().BoolVar(&f.json, "json", false, "print JSON: snake_case keys, durations in ms (ttl_ms; -1: no TTL), times in RFC 3339, [] when empty")
+	if redisOnly {
+		c.Flags().StringVar(&f.prefix, "prefix", dl.DefaultPrefix, "key prefix of the locks (dlock.Config.Prefix)")
+		c.Flags().StringVar(&f.backend, "backend", backend.Redis, "lock service: only redis")
+		return
+	}
+	// --prefix's default depends on the backend: the flag's own is "" (the
+	// backend's default), each backend's is in its help.
+	c.Flags().StringVar(&f.prefix, "prefix", "", prefixHelp)
 	c.Flags().StringVar(&f.backend, "backend", backend.Redis, "lock service: "+strings.Join(backend.Kinds, ", "))
 	c.Flags().StringVar(&f.etcd, "etcd", defaultAdminEtcd, "with --backend etcd: the etcd endpoints (host:port,...)")
 	c.Flags().StringVar(&f.zk, "zk", defaultAdminZK, "with --backend zookeeper: the ZooKeeper servers (host:port,...)")
 }
+
+// prefixHelp is the help of inspect's --prefix: where the locks live, and
+// its default on each backend.
+var prefixHelp = fmt.Sprintf("where the locks live: the key prefix on redis and etcd, the root znode on zookeeper "+
+	"(Config.Prefix; default: redis %q, etcd %q, zookeeper %q)", dl.DefaultPrefix, etcdlock.DefaultPrefix, zklock.DefaultPrefix)
 
 // kind returns the backend --backend names, checking that no flag of
 // another backend was given: bad input (exit 2) otherwise.
@@ -68,7 +87,7 @@ func (f *adminFlags) kind(c *cobra.Command) (string, error) {
 	}
 	own := map[string]string{"redis": backend.Redis, "cluster": backend.Redis, "etcd": backend.Etcd, "zk": backend.ZooKeeper}
 	for _, flag := range []string{"redis", "cluster", "etcd", "zk"} {
-		if c.Flags().Changed(flag) && own[flag] != kind {
+		if c.Flags().Lookup(flag) != nil && c.Flags().Changed(flag) && own[flag] != kind {
 			return "", usagef("--%s is a flag of --backend %s (this is --backend %s)", flag, own[flag], kind)
 		}
 	}
@@ -94,7 +113,7 @@ func (f *adminFlags) openInspector(c *cobra.Command, kind string) (insp election
 	}
 	b, err := backend.Open(c.Context(), kind, addr)
 	if err != nil {
-		return nil, nil, openError(err)
+		return nil, nil, openError(flag, err)
 	}
 	var o backend.ClientOptions
 	if c.Flags().Changed("prefix") {
@@ -118,18 +137,17 @@ func (f *adminFlags) openInspector(c *cobra.Command, kind string) (insp election
 // runtime failure (exit 1). The caller calls done when it is done with
 // the client.
 func (f *adminFlags) open(c *cobra.Command) (locks *dl.Client, done func(), err error) {
-	redis.SetLogger(quietLogger{}) // the error below says it once; go-redis would log every dial
 	var rdb redis.UniversalClient
 	if f.cluster {
-		o, err := redis.ParseClusterURL(f.redis)
+		o, err := backend.ParseRedisClusterURL(f.redis)
 		if err != nil {
-			return nil, nil, usagef("--redis %q: %v", backend.Redact(f.redis), err)
+			return nil, nil, openError("redis", err)
 		}
 		rdb = redis.NewClusterClient(o)
 	} else {
-		o, err := redis.ParseURL(f.redis)
+		o, err := backend.ParseRedisURL(f.redis)
 		if err != nil {
-			return nil, nil, usagef("--redis %q: %v", backend.Redact(f.redis), err)
+			return nil, nil, openError("redis", err)
 		}
 		rdb = redis.NewClient(o)
 	}
@@ -229,9 +247,10 @@ func newInspectCmd() *cobra.Command {
 			return nil
 		},
 	}
-	f.register(c)
+	f.register(c, false)
 	c.Flags().StringVar(&pattern, "pattern", "", "list the held locks whose names match this glob (e.g. 'stock:*')")
 	c.Flags().IntVar(&limit, "limit", 0, "with --pattern: show only the N oldest (0: all)")
+	allowZero(c, "limit", "all")
 	return c
 }
 

@@ -47,9 +47,10 @@ prints what election.Observe saw (who led, from the holder metadata).`,
 		},
 	}
 	f.registerBackend(c)
-	c.Flags().IntVar(&o.Replicas, "replicas", 3, "candidate processes campaigning at once")
-	c.Flags().IntVar(&o.Kills, "kills", 3, "leaders killed, one after another")
-	c.Flags().DurationVar(&o.Session, "session", 2*time.Second, "every replica's session: watchdog timeout (redis), lease TTL (etcd, >= 1s), session timeout (zookeeper)")
+	d := drill.LeaderDefaults()
+	c.Flags().IntVar(&o.Replicas, "replicas", d.Replicas, "candidate processes campaigning at once")
+	c.Flags().IntVar(&o.Kills, "kills", d.Kills, "leaders killed, one after another")
+	c.Flags().DurationVar(&o.Session, "session", d.Session, "every replica's session: watchdog timeout (redis), lease TTL (etcd, >= 1s), session timeout (zookeeper)")
 	return c
 }
 

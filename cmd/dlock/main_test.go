@@ -13,9 +13,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(runMainEnv) == "1" { // a child process of a drill
-		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	if os.Getenv(runMainEnv) == "1" { // the command as a process: a drill's child, TestErrorPaths
+		os.Exit(runMain())
 	}
+	quietLibraries() // the in-process runs, as the command runs
 	// toxiproxy (the failover drill's embedded proxy) can leave a link's
 	// pipe goroutine blocked after its proxy is stopped; it is the library's,
 	// bounded by the links of one run, and ends with the process.

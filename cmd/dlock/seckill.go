@@ -13,6 +13,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// maxReplicas bounds seckill's --replicas: each replica holds its own
+// Redis, lock and database clients.
+const maxReplicas = 1000
+
 func newSeckillCmd() *cobra.Command {
 	var f drillFlags
 	var o drill.SeckillOptions
@@ -45,13 +49,21 @@ prededuct's stock.`,
 			"  dlock seckill --target http://127.0.0.1:8081 --target http://127.0.0.1:8082 --sku 1001",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if o.Buyers < 1 || o.Stock < 0 || o.Replicas < 1 || o.Replicas > 1000 || o.Concurrency < 1 {
-				return usagef("--buyers and --concurrency must be >= 1, --replicas 1..1000, --stock >= 0")
+			// Every flag is checked before any server starts (checkFlags
+			// refused zeros and negatives already).
+			if o.Replicas > maxReplicas {
+				return usagef("--replicas %d: want at most %d", o.Replicas, maxReplicas)
 			}
 			for _, s := range o.Strategies {
 				if !slices.Contains(inventory.Names, s) {
 					return usagef("--strategy %q: want one of %s", s, strings.Join(inventory.Names, ", "))
 				}
+			}
+			if !slices.Contains(backend.Kinds, f.backend) {
+				return usagef("--backend %q: want one of %s", f.backend, strings.Join(backend.Kinds, ", "))
+			}
+			if err := f.checkAddrs(); err != nil {
+				return err
 			}
 			bar := newProgress(c.ErrOrStderr(), !f.json)
 			defer bar.finish()
@@ -124,12 +136,14 @@ prededuct's stock.`,
 	c.Flags().IntVar(&o.Concurrency, "concurrency", drill.DefaultSeckillConcurrency, "buyers in flight at once")
 	c.Flags().BoolVar(&o.Keep, "keep", false, "leave the run's skus, orders and Redis keys in the --db and --redis you gave (default: removed)")
 	c.Flags().IntVar(&o.Stock, "stock", 10, "units on sale")
-	c.Flags().IntVar(&o.Replicas, "replicas", 3, "simulated service replicas")
+	c.Flags().IntVar(&o.Replicas, "replicas", 3, fmt.Sprintf("simulated service replicas (at most %d)", maxReplicas))
 	c.Flags().StringArrayVar(&o.Strategies, "strategy", nil, "strategy to run (repeatable; default all: "+strings.Join(inventory.Names, ", ")+")")
 	c.Flags().StringVar(&db, "db", "", "database: postgres://… or sqlite:PATH (default SQLite in a temp dir)")
 	c.Flags().StringArrayVar(&targets, "target", nil, "URL of a running 'dlock serve' (repeatable): drive it over HTTP")
 	c.Flags().StringVar(&sku, "sku", "1001", "with --target: the sku on sale")
 	c.Flags().Uint64Var(&o.Seed, "seed", 1, "seeds which replica serves which buyer")
+	allowZero(c, "seed", "a seed like any other")
+	allowZero(c, "stock", "nothing on sale: every buyer is turned away")
 	_ = c.Flags().MarkHidden("report")
 	return c
 }

@@ -88,6 +88,7 @@ says so on stderr and leaves the stock as it is.`,
 	f.DurationVar(&cfg.lease, "lease", 0, "lock lease (lock, fenced); 0: the watchdog keeps it")
 	f.DurationVar(&cfg.claimIdle, "claim-idle", inventory.DefaultClaimIdle, "prededuct: reclaim stream entries a dead consumer left pending this long")
 	f.DurationVar(&cfg.shutdown, "shutdown-timeout", 15*time.Second, "how long a shutdown may take to drain")
+	allowZero(c, "lease", "the watchdog keeps it")
 	return c
 }
 
@@ -120,16 +121,16 @@ func runServe(ctx context.Context, cfg serveConfig, out, errOut io.Writer) error
 	if !isStrategy(inventory.Names, cfg.strategy) {
 		return usagef("--strategy %q: want one of %s", cfg.strategy, strings.Join(inventory.Names, ", "))
 	}
-	if cfg.maxBody < 64 || cfg.maxQty < 1 || cfg.wait < 0 || cfg.lease < 0 || cfg.claimIdle <= 0 || cfg.shutdown <= 0 {
-		return usagef("--max-body must be >= 64, --max-qty >= 1, --claim-idle and --shutdown-timeout > 0, --wait and --lease >= 0")
+	if cfg.maxBody < 64 { // the flag layer refused zeros and negatives (checkFlags)
+		return usagef("--max-body %d: want at least 64", cfg.maxBody)
 	}
 	stock, skuOrder, err := parseStock(cfg.stock)
 	if err != nil {
 		return err
 	}
-	ropt, err := redis.ParseURL(cfg.redisURL)
+	ropt, err := backend.ParseRedisURL(cfg.redisURL)
 	if err != nil {
-		return usagef("--redis %q: not a Redis URL: %v", backend.Redact(cfg.redisURL), err)
+		return openError("redis", err)
 	}
 	rdb := redis.NewClient(ropt)
 	defer rdb.Close()
@@ -139,7 +140,7 @@ func runServe(ctx context.Context, cfg serveConfig, out, errOut io.Writer) error
 	}
 	if needsRedis(cfg.strategy) { // the others start (and sell) without Redis
 		if err := backend.PingRedis(ctx, rdb, cfg.redisURL); err != nil {
-			return fmt.Errorf("%w (strategy %s needs Redis)", err, cfg.strategy)
+			return fmt.Errorf("strategy %s needs Redis: %w", cfg.strategy, err)
 		}
 	} else {
 		from += "; not needed by strategy " + cfg.strategy

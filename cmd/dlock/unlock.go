@@ -35,7 +35,7 @@ func newUnlockCmd() *cobra.Command {
 			"keys, but not its fence counter, so fencing tokens keep increasing. It wakes every waiter.\n" +
 			"The holder is not told: it finds out at its next renewal, check or unlock (ErrLockLost) and\n" +
 			"may run on meanwhile; remove only the lock of a holder that is gone or stuck.\n\n" +
-			"It shows the holder and asks for confirmation unless --yes is given.\n\n" + adminExitCodes,
+			"It shows the holder and asks for confirmation unless --yes is given.\n\n" + unlockExitCodes,
 		Example: "  dlock inspect stock:1001          # who holds it, since when\n" +
 			"  dlock unlock --force stock:1001\n" +
 			"  dlock unlock --force stock:1001 --yes --json",
@@ -98,8 +98,7 @@ func newUnlockCmd() *cobra.Command {
 			return nil
 		},
 	}
-	f.register(c)
-	c.Flags().Lookup("backend").Usage = "lock service: only redis (unlock --force is Redis-only)"
+	f.register(c, true)
 	c.Flags().BoolVar(&force, "force", false, "remove the lock whoever holds it (required)")
 	c.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
 	return c

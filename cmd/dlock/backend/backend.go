@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -141,8 +143,96 @@ func (b *Backend) Close() error {
 	return b.closeErr
 }
 
+// AddrError is an address Open cannot read (Err is ErrBadAddress) or a
+// server there that does not answer (Err is ErrUnreachable). Its text is
+// the command's error format: `connect etcd "127.0.0.1:1": unreachable: no
+// answer within 3s`, `etcd address "x": bad address: "x" is not host:port`.
+type AddrError struct {
+	Kind string // Redis, Etcd or ZooKeeper
+	Addr string // as given (a Redis URL's password hidden)
+	Err  error  // ErrBadAddress or ErrUnreachable
+	// Reason is the cause, without the address or the operation (Cause).
+	Reason string
+}
+
+func (e *AddrError) Error() string {
+	if errors.Is(e.Err, ErrBadAddress) {
+		return fmt.Sprintf("%s address %q: %v: %s", e.Kind, e.Addr, e.Err, e.Reason)
+	}
+	return fmt.Sprintf("connect %s %q: %v: %s", e.Kind, e.Addr, e.Err, e.Reason)
+}
+
+func (e *AddrError) Unwrap() error { return e.Err }
+
+// badAddress returns the AddrError of an address that cannot be read.
+func badAddress(kind, addr, reason string) error {
+	return &AddrError{Kind: kind, Addr: Redact(addr), Err: ErrBadAddress, Reason: reason}
+}
+
+// unreachable returns the AddrError of a server at addr that did not
+// answer: err says why, read by Cause.
+func unreachable(kind, addr string, err error) error {
+	return &AddrError{Kind: kind, Addr: Redact(addr), Err: ErrUnreachable, Reason: Cause(err, addr)}
+}
+
+// Cause returns err's text without what the caller's own message says
+// already: the "dlock: " a library puts in front, and every ": "-separated
+// part that names one of addrs (or a host:port inside them) — a library's
+// "connecting to ZooKeeper at 127.0.0.1:1", go-redis's "dial tcp
+// 127.0.0.1:1". A deadline that ran out reads "no answer within" the
+// check's bound.
+func Cause(err error, addrs ...string) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("no answer within %v", pingTimeout)
+	}
+	var names []string
+	for _, a := range addrs {
+		for _, part := range strings.Split(a, ",") {
+			part = strings.TrimSpace(part)
+			if u, perr := url.Parse(part); perr == nil && u.Host != "" {
+				names = append(names, u.Host)
+			}
+			if part != "" {
+				names = append(names, part)
+			}
+		}
+	}
+	var keep []string
+	for _, p := range strings.Split(strings.ReplaceAll(err.Error(), "dlock: ", ""), ": ") {
+		if p = strings.TrimSpace(p); p == "" || slices.ContainsFunc(names, func(n string) bool { return strings.Contains(p, n) }) {
+			continue
+		}
+		keep = append(keep, p)
+	}
+	if len(keep) == 0 {
+		return "no answer"
+	}
+	return strings.TrimRight(strings.Join(keep, ": "), ": ")
+}
+
+// CheckAddr reads addr as Open would for kind, without connecting: an
+// AddrError wrapping ErrBadAddress if it cannot; "" (the embedded
+// default) is fine.
+func CheckAddr(kind, addr string) error {
+	if addr == "" {
+		return nil
+	}
+	switch strings.ToLower(kind) {
+	case "", Redis:
+		_, err := ParseRedisURL(addr)
+		return err
+	case Etcd:
+		_, err := splitAddrs(Etcd, addr)
+		return err
+	case ZooKeeper, "zk":
+		_, err := splitAddrs(ZooKeeper, addr)
+		return err
+	}
+	return fmt.Errorf("%w %q: want one of %s", ErrUnknown, kind, strings.Join(Kinds, ", "))
+}
+
 // splitAddrs reads the comma-separated host:port endpoints of a kind of
-// server; an error wraps ErrBadAddress.
+// server; an error is an AddrError wrapping ErrBadAddress.
 func splitAddrs(kind, addr string) ([]string, error) {
 	var out []string
 	for _, a := range strings.Split(addr, ",") {
@@ -152,12 +242,15 @@ func splitAddrs(kind, addr string) ([]string, error) {
 			continue
 		}
 		if !strings.Contains(a, ":") {
-			return nil, fmt.Errorf("%s %q: %w %q: want host:port", kind, addr, ErrBadAddress, a)
+			if a == strings.TrimSpace(addr) {
+				return nil, badAddress(kind, addr, "want host:port")
+			}
+			return nil, badAddress(kind, addr, fmt.Sprintf("%q is not host:port", a))
 		}
 		out = append(out, a)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%s %q: %w: no host:port given", kind, addr, ErrBadAddress)
+		return nil, badAddress(kind, addr, "no host:port given")
 	}
 	return out, nil
 }

@@ -3,7 +3,6 @@ package backend
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -34,13 +33,19 @@ func openEtcd(ctx context.Context, addr string) (*Backend, error) {
 		b.Addr = strings.Join(eps, ",")
 		cli, err := dialEtcd(b.Addr)
 		if err != nil {
-			return nil, fmt.Errorf("etcd %s: %w", b.Addr, err)
+			return nil, badAddress(Etcd, addr, Cause(err, addr))
 		}
 		defer cli.Close()
 		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 		defer cancel()
 		if _, err := cli.Status(pctx, eps[0]); err != nil {
-			return nil, fmt.Errorf("etcd %s: %w: %v", b.Addr, ErrUnreachable, err)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if pctx.Err() != nil { // the check's own deadline
+				err = pctx.Err()
+			}
+			return nil, unreachable(Etcd, addr, err)
 		}
 		b.Desc = "etcd at " + b.Addr
 	} else {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -20,9 +21,9 @@ import (
 func openRedis(ctx context.Context, url string) (*Backend, error) {
 	b := &Backend{Kind: Redis, Addr: url}
 	if url != "" {
-		o, err := redis.ParseURL(url)
+		o, err := ParseRedisURL(url)
 		if err != nil {
-			return nil, fmt.Errorf("redis %q: %w: %v", Redact(url), ErrBadAddress, err)
+			return nil, err
 		}
 		c := redis.NewClient(o)
 		defer c.Close()
@@ -53,15 +54,53 @@ func openRedis(ctx context.Context, url string) (*Backend, error) {
 }
 
 // PingRedis checks within a few seconds that the Redis rdb talks to (named
-// url in the error) answers: an error wrapping ErrUnreachable if it does
-// not.
+// url in the error) answers: an AddrError wrapping ErrUnreachable if it
+// does not.
 func PingRedis(ctx context.Context, rdb redis.UniversalClient, url string) error {
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
-		return fmt.Errorf("redis %s: %w: %v", Redact(url), ErrUnreachable, err)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if pctx.Err() != nil { // the check's own deadline
+			err = pctx.Err()
+		}
+		return unreachable(Redis, url, err)
 	}
 	return nil
+}
+
+// redisURLs is what a Redis URL looks like, for the error of one that
+// cannot be read.
+const redisURLs = "want redis://host:port/db or rediss://host:port/db"
+
+// ParseRedisURL reads a Redis URL as go-redis does: an AddrError wrapping
+// ErrBadAddress if it cannot.
+func ParseRedisURL(url string) (*redis.Options, error) {
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, badAddress(Redis, url, urlReason(err))
+	}
+	return o, nil
+}
+
+// ParseRedisClusterURL reads the URL of a Redis Cluster node as go-redis
+// does: an AddrError wrapping ErrBadAddress if it cannot.
+func ParseRedisClusterURL(url string) (*redis.ClusterOptions, error) {
+	o, err := redis.ParseClusterURL(url)
+	if err != nil {
+		return nil, badAddress(Redis, url, urlReason(err))
+	}
+	return o, nil
+}
+
+// urlReason is go-redis's reason for refusing a URL ("redis: invalid URL
+// scheme: " → "invalid URL scheme") and what a URL looks like.
+func urlReason(err error) string {
+	r := strings.TrimPrefix(err.Error(), "redis: ")
+	r = strings.TrimRight(r, ": ")
+	return r + " (" + redisURLs + ")"
 }
 
 // Redact hides the password of a URL, for messages.

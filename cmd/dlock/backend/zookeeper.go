@@ -32,7 +32,13 @@ func openZooKeeper(ctx context.Context, addr string) (*Backend, error) {
 		defer cancel()
 		c, err := zklock.Dial(pctx, b.Addr, zklock.Config{TTL: zkSession})
 		if err != nil {
-			return nil, fmt.Errorf("zookeeper %s: %w: %v", b.Addr, ErrUnreachable, err)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if pctx.Err() != nil { // the check's own deadline
+				err = pctx.Err()
+			}
+			return nil, unreachable(ZooKeeper, addr, err)
 		}
 		c.Close()
 		b.Desc = "zookeeper at " + b.Addr

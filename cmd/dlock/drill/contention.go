@@ -104,8 +104,8 @@ func Contention(ctx context.Context, b *backend.Backend, workers, loops int, wor
 // Summary returns what the text and the HTML report show.
 func (r *ContentionResult) Summary() *Summary {
 	return &Summary{
-		Title: fmt.Sprintf("contention (000 §3.5) on %s: %d workers × %d loops on one lock, %.1f ms of work inside",
-			r.Backend, r.Workers, r.Loops, r.WorkMS),
+		Title: fmt.Sprintf("contention (000 §3.5) on %s: %s × %s on one lock, %.1f ms of work inside",
+			r.Backend, plural(r.Workers, "worker"), plural(r.Loops, "loop"), r.WorkMS),
 		Histogram: r.Histogram,
 		Figures: []Figure{
 			{"acquisitions", fmt.Sprintf("%d in %.0f ms: %.0f/s", r.Acquisitions, r.ElapsedMS, r.HandoffsPerS)},

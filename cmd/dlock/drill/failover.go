@@ -393,8 +393,9 @@ func (r *FailoverResult) Summary() *Summary {
 	perRun, perMode := failoverTable(runs, false), failoverTable(modes, true)
 	perRun.Title, perMode.Title = "every run:", "per mode:"
 	return &Summary{
-		Title: fmt.Sprintf("failover (%s): %d workers on %d skus, %.0f ms inside the lock, lease %.0f ms, %d replicas, %d runs per mode",
-			r.Fault, r.Workers, r.SKUs, r.SectionMS, r.LeaseMS, r.Replicas, len(r.Runs)/max(1, len(r.order))),
+		Title: fmt.Sprintf("failover (%s): %s on %s, %.0f ms inside the lock, lease %.0f ms, %s, %s per mode",
+			r.Fault, plural(r.Workers, "worker"), plural(r.SKUs, "sku"), r.SectionMS, r.LeaseMS, plural(r.Replicas, "replica"),
+			plural(len(r.Runs)/max(1, len(r.order)), "run")),
 		Tables:        []table.Table{perRun, perMode},
 		TimelineTitle: fmt.Sprintf("Holders per sku around the fault of one %s run (double grants in red)", r.reportMode),
 		Spans:         r.spans, Marks: r.marks,

@@ -395,8 +395,8 @@ func (r *ConsensusFailoverResult) Summary() *Summary {
 		}, rows))
 	}
 	return &Summary{
-		Title: fmt.Sprintf("failover on %s (%d members, fault: %s the leader for %.0f ms): %d workers on %d skus, %.0f ms inside the lock, session %.0f ms",
-			r.Backend, r.Members, r.Fault, r.DownMS, r.Workers, r.SKUs, r.SectionMS, r.SessionMS),
+		Title: fmt.Sprintf("failover on %s (%d members, fault: %s the leader for %.0f ms): %s on %s, %.0f ms inside the lock, session %.0f ms",
+			r.Backend, r.Members, r.Fault, r.DownMS, plural(r.Workers, "worker"), plural(r.SKUs, "sku"), r.SectionMS, r.SessionMS),
 		Tables:        tables,
 		TimelineTitle: "Holders per sku around the fault of one run (double grants in red)",
 		Spans:         r.spans, Marks: r.marks,

@@ -136,9 +136,10 @@ const leaderLane = "leader"
 // the start, and when ctx is done; in every case, every process it started
 // is killed and reaped before it returns.
 func Leader(ctx context.Context, b *backend.Backend, o LeaderOptions) (*LeaderResult, error) {
-	o.Replicas = orDefault(o.Replicas, 3)
-	o.Kills = orDefault(o.Kills, 3)
-	o.Session = orDefault(o.Session, 2*time.Second)
+	def := LeaderDefaults()
+	o.Replicas = orDefault(o.Replicas, def.Replicas)
+	o.Kills = orDefault(o.Kills, def.Kills)
+	o.Session = orDefault(o.Session, def.Session)
 	if o.Replicas < 2 || o.Kills < 1 || o.Session <= 0 || o.Spawn == nil {
 		return nil, errors.New("leader: replicas >= 2, kills >= 1, session > 0 and Spawn set")
 	}
@@ -651,7 +652,7 @@ func (r *LeaderResult) Summary() *Summary {
 	}
 	gap := "no leader after any kill"
 	if len(gaps) > 0 {
-		gap = fmt.Sprintf("%.1f – %.1f ms after %d of %d kills (session %.0f ms)", slices.Min(gaps), slices.Max(gaps), len(gaps), len(r.Kills), r.HeldSessionMS)
+		gap = fmt.Sprintf("%.1f – %.1f ms after %d of %s (session %.0f ms)", slices.Min(gaps), slices.Max(gaps), len(gaps), plural(len(r.Kills), "kill"), r.HeldSessionMS)
 	}
 	observed := 0
 	for _, t := range r.Terms {
@@ -660,15 +661,15 @@ func (r *LeaderResult) Summary() *Summary {
 		}
 	}
 	return &Summary{
-		Title: fmt.Sprintf("leader on %s: %d replica processes campaign for one name; the leader SIGKILLed %d times (session %v)",
-			r.Backend, r.Replicas, len(r.Kills), time.Duration(r.SessionMS*float64(time.Millisecond))),
+		Title: fmt.Sprintf("leader on %s: %s campaign for one name; the leader SIGKILLed %s (session %v)",
+			r.Backend, plural(r.Replicas, "replica process"), plural(len(r.Kills), "time"), time.Duration(r.SessionMS*float64(time.Millisecond))),
 		Parts:  []Part{{Events: r.Timeline}},
 		Tables: []table.Table{kills},
 		Figures: []Figure{
 			{"two led at once", r.overlapText()},
 			{"tokens", r.tokensText()},
 			{"gap after a kill", gap},
-			{"seen by election.Observe", fmt.Sprintf("%d of %d terms (holder pid and token), %d readings", observed, len(r.Terms), len(r.Observed))},
+			{"seen by election.Observe", fmt.Sprintf("%d of %s (holder pid and token), %s", observed, plural(len(r.Terms), "term"), plural(len(r.Observed), "reading"))},
 			{"replica processes", fmt.Sprintf("%d started, all reaped", len(r.PIDs))},
 		},
 		Notes:         r.Notes,
@@ -680,9 +681,9 @@ func (r *LeaderResult) Summary() *Summary {
 // overlapText says, from the spans, whether two replicas led at once.
 func (r *LeaderResult) overlapText() string {
 	if r.Overlaps > 0 {
-		return fmt.Sprintf("YES: %d of %d terms began while another was open", r.Overlaps, len(r.Terms))
+		return fmt.Sprintf("YES: %d of %s began while another was open", r.Overlaps, plural(len(r.Terms), "term"))
 	}
-	return fmt.Sprintf("never (%d terms, each began after the one before ended)", len(r.Terms))
+	return fmt.Sprintf("never (%s, each began after the one before ended)", plural(len(r.Terms), "term"))
 }
 
 func (r *LeaderResult) tokensText() string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/cmd/dlock/backend"
+	"github.com/dlockgo/dlock/cmd/dlock/errline"
 )
 
 // LeaseResult is what the lease drill (000 §3.5) measured. Times are from
@@ -125,8 +126,8 @@ func Lease(ctx context.Context, b *backend.Backend, lease, work time.Duration) (
 	res.Renewals = renewals.n.Load() - before
 	tl.End(spanA)
 	uerr = la.Unlock(context.WithoutCancel(ctx))
-	tl.Point(wdLane, "A", fmt.Sprintf("work done after %d renewals, Unlock: ok", res.Renewals),
-		tl.Add("A", fmt.Sprintf("work done after %d renewals, Unlock: %v", res.Renewals, errText(uerr))))
+	tl.Point(wdLane, "A", fmt.Sprintf("work done after %s, Unlock: ok", plural(res.Renewals, "renewal")),
+		tl.Add("A", fmt.Sprintf("work done after %s, Unlock: %v", plural(res.Renewals, "renewal"), errText(uerr))))
 	if uerr != nil {
 		return nil, fmt.Errorf("A (watchdog) lost its lock: %w", uerr)
 	}
@@ -167,17 +168,20 @@ func (r *LeaseResult) Summary() *Summary {
 			{"second holder entered at", fmt.Sprintf("%.1f ms (lease %.0f ms)", r.SecondHolderEnteredMS, r.LeaseMS)},
 			{"first told it lost at", fmt.Sprintf("%.1f ms", r.FirstNotifiedLostMS)},
 			{"both inside at once", bothInside(r.Spans, fixedLane, "A", "B")},
-			{"watchdog: lock lived", fmt.Sprintf("%.1f ms (work %.0f ms), %d renewals every %.0f ms", r.WatchdogLockLivedMS, r.WorkMS, r.Renewals, r.WatchdogIntervalMS)},
+			{"watchdog: lock lived", fmt.Sprintf("%.1f ms (work %.0f ms), %s every %.0f ms", r.WatchdogLockLivedMS, r.WorkMS, plural(r.Renewals, "renewal"), r.WatchdogIntervalMS)},
 		},
 		Spans: r.Spans, Points: r.points,
 	}
 }
 
+// errText is err as a drill's narrative quotes it: "ok" for nil, else the
+// error's text with what it repeats left out (errline.Clean: no "dlock: ",
+// the cause once).
 func errText(err error) string {
 	if err == nil {
 		return "ok"
 	}
-	return err.Error()
+	return errline.Clean(err.Error())
 }
 
 // renewalCounter is an Observer that counts successful renewals.

@@ -129,13 +129,13 @@ func Misdelete(ctx context.Context, r *backend.Backend, lease time.Duration) (*M
 		return nil, errors.New("safe: A's unlock of an expired lock succeeded")
 	}
 	res.SafeUnlockError = uerr.Error()
-	tl.Point(safeLane, "A", "Unlock: lock lost, deletes nothing", tl.Add("A", "resumes, Unlock: "+uerr.Error()))
+	tl.Point(safeLane, "A", "Unlock: lock lost, deletes nothing", tl.Add("A", "resumes, Unlock: "+errText(uerr)))
 	verr := lb.Verify(ctx)
 	res.SafeDeletedForeignLock = verr != nil
 	if verr == nil {
 		tl.Point(safeLane, "B", "Verify: still mine", tl.Add("B", "Verify: still mine"))
 	} else {
-		tl.Point(safeLane, "B", "Verify: "+verr.Error(), tl.Add("B", "Verify: "+verr.Error()))
+		tl.Point(safeLane, "B", "Verify: "+errText(verr), tl.Add("B", "Verify: "+errText(verr)))
 	}
 	tl.End(spanB)
 	res.Safe = tl.Events()[len(res.Naive):]

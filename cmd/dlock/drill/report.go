@@ -95,7 +95,8 @@ svg text{font-family:system-ui,sans-serif}
 {{if .Key.Overlap}}<span style="background:#d33"></span>another holder of the same lock is inside too (a double grant){{end}}<br>
 {{if .Key.Expiry}}<span style="border-left:2px dashed #900;height:14px;width:0"></span>its lease runs out in the lock service{{end}}
 {{if .Points}}<span style="background:#222;width:8px;height:8px;transform:rotate(45deg)"></span>what it did{{end}}
-{{if .Marks}}<span style="background:#e80;width:2px"></span>an event{{end}}</p>
+{{if .Marks}}<span style="background:#e80;width:2px"></span>an event{{end}}
+{{if .Gaps}}<span style="background:#eee;border:1px dashed #999"></span>not drawn: the holds between the stretches shown{{end}}</p>
 {{range .Zoomed}}<h2>{{.Title}}</h2>
 {{.SVG}}{{end}}{{end}}
 {{if .Histogram}}<h2>How long each acquisition waited</h2>

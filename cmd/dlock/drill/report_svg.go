@@ -38,9 +38,10 @@ type row struct {
 	points    []Point
 }
 
-// rows groups spans by lane, then holder, both in order of appearance, and
-// gives each row its points (points of no row are dropped).
-func rows(spans []Span, points []Point) (out []row) {
+// rows groups spans by lane — in the order of lanes, then the others in
+// order of appearance — then holder, and gives each row its points (points
+// of no row are dropped).
+func rows(spans []Span, points []Point, lanes []string) (out []row) {
 	at := map[[2]string]int{}
 	for _, s := range spans {
 		k := [2]string{s.Lane, s.Who}
@@ -57,7 +58,12 @@ func rows(spans []Span, points []Point) (out []row) {
 			out[i].points = append(out[i].points, p)
 		}
 	}
-	first := map[string]int{} // lanes in order of appearance, their rows together
+	first := map[string]int{} // lanes in order, their rows together
+	for i, l := range lanes {
+		if _, ok := first[l]; !ok {
+			first[l] = i - len(lanes) // before any lane not named
+		}
+	}
 	for i, r := range out {
 		if _, ok := first[r.lane]; !ok {
 			first[r.lane] = i
@@ -135,7 +141,7 @@ func timelineSVG(r *Summary, id string, fromMS, toMS float64) template.HTML {
 
 	// The rows with something to show in this stretch.
 	var shown []row
-	for _, rw := range rows(r.Spans, r.Points) {
+	for _, rw := range rows(r.Spans, r.Points, r.Lanes) {
 		for _, s := range rw.spans {
 			if s.EndMS >= fromMS && s.StartMS <= toMS {
 				shown = append(shown, rw)
@@ -203,7 +209,9 @@ func timelineSVG(r *Summary, id string, fromMS, toMS float64) template.HTML {
 
 	var b strings.Builder
 	fmt.Fprintf(&b, `<defs><pattern id="%s-stale" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">`+
-		`<rect width="6" height="6" fill="#cfdcf3"/><line x1="0" y1="0" x2="0" y2="6" stroke="%s" stroke-width="3"/></pattern></defs>`, id, colorOK)
+		`<rect width="6" height="6" fill="#cfdcf3"/><line x1="0" y1="0" x2="0" y2="6" stroke="%s" stroke-width="3"/></pattern>`+
+		`<pattern id="%s-gap" width="8" height="8" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">`+
+		`<rect width="8" height="8" fill="#f2f2f2"/><line x1="0" y1="0" x2="0" y2="8" stroke="#ddd" stroke-width="2"/></pattern></defs>`, id, colorOK, id)
 	// Time axis: grid lines and ticks at round values, labels, a title.
 	step := tickStep(toMS - fromMS)
 	for t := math.Ceil(fromMS/step) * step; t <= toMS+step*1e-9; t += step {
@@ -219,6 +227,23 @@ func timelineSVG(r *Summary, id string, fromMS, toMS float64) template.HTML {
 		}
 	}
 	b.WriteString(body.String())
+	// The stretches whose holds were left out: shaded and labelled, so
+	// that they do not read as time when nobody held a lock.
+	for _, g := range r.Gaps {
+		if g.ToMS <= fromMS || g.FromMS >= toMS {
+			continue
+		}
+		gx0, gx1 := v.x(max(g.FromMS, fromMS)), v.x(min(g.ToMS, toMS))
+		if gx1-gx0 < 2 {
+			continue
+		}
+		fmt.Fprintf(&b, `<rect class="gap" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="url(#%s-gap)" fill-opacity="0.85" stroke="#999" stroke-dasharray="4,3">`+
+			`<title>%s: %.0f – %.0f ms</title></rect>`, gx0, top, gx1-gx0, rowsEnd-top, id, esc(g.Title), g.FromMS, g.ToMS)
+		if gx1-gx0 > textW("not drawn")+6 {
+			fmt.Fprintf(&b, `<text class="gap-label" x="%.1f" y="%.1f" font-size="10" text-anchor="middle" fill="#666">not drawn</text>`,
+				(gx0+gx1)/2, top+11)
+		}
+	}
 	fmt.Fprintf(&b, `<line class="axis" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#444"/>`, plotX0, plotX1, rowsEnd, rowsEnd)
 	fmt.Fprintf(&b, `<text class="axis-title" x="%.1f" y="%.1f" font-size="12" text-anchor="middle" fill="#222">time since the drill started (ms)</text>`,
 		(plotX0+plotX1)/2, rowsEnd+35)

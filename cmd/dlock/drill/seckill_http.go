@@ -92,12 +92,15 @@ func getJSON(ctx context.Context, hc *http.Client, url string, v any) error {
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %v", backend.ErrUnreachable, err)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("GET %q: %w: %s", url, backend.ErrUnreachable, backend.Cause(err, url))
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
+		return fmt.Errorf("GET %q: %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
 	}
 	return json.Unmarshal(b, v)
 }

@@ -55,7 +55,9 @@ type SoakResult struct {
 	spans  []Span
 	marks  []Mark
 	zooms  []Window
-	points []Point // where holders were told they lost their lock
+	gaps   []Window // the stretches whose holds the report leaves out
+	lanes  []string // the names, in order
+	points []Point  // where holders were told they lost their lock
 }
 
 // SoakFault is what one fault (or the sum of one kind's) did, from its
@@ -66,9 +68,12 @@ type SoakFault struct {
 	Count  int     `json:"count"`
 	AtMS   float64 `json:"at_ms,omitempty"`
 	DownMS float64 `json:"down_ms"`
-	// HeldAtFault counts the holds open when it struck; Lost the loss
-	// signals holders saw until the next fault.
+	// HeldAtFault counts the holds open when it struck, HeldLost those of
+	// them that ended in a loss signal (never more than HeldAtFault), Lost
+	// every loss signal holders saw from the strike to the next fault's (of
+	// holds granted after the strike too: it may exceed HeldAtFault).
 	HeldAtFault    int `json:"held_at_fault"`
+	HeldLost       int `json:"held_lost"`
 	Lost           int `json:"lost"`
 	Acquisitions   int `json:"acquisitions"`
 	FailedAcquires int `json:"failed_acquires"`
@@ -99,7 +104,13 @@ func (s *soak) result(ctx context.Context, session, end time.Duration, schedErr 
 	r.DoubleGrants = DoubleGrants(spans)
 	var mutexErr, fencedErr, tokenErr []string
 	var all []faults.Op
+	lost := map[holdKey]bool{} // the holds that ended in a loss signal
 	for _, name := range s.names {
+		for _, op := range s.ops[name] {
+			if op.Kind == faults.Lost {
+				lost[holdKey{name, op.Client, op.Token}] = true
+			}
+		}
 		ops := slices.Clone(s.ops[name])
 		slices.SortStableFunc(ops, func(a, b faults.Op) int { return int(a.Call - b.Call) })
 		r.Ops += len(ops)
@@ -138,12 +149,13 @@ func (s *soak) result(ctx context.Context, session, end time.Duration, schedErr 
 			}
 		}
 	}
-	r.Strikes = soakStrikes(s.strike, spans, all, end)
+	r.Strikes = soakStrikes(s.strike, spans, all, lost, end)
 	r.PerKind = soakKinds(o.Faults, r.Strikes)
 	if schedErr != nil {
 		r.Strikes = append(r.Strikes, SoakFault{Kind: "schedule", Error: brief(schedErr)})
 	}
-	r.spans, r.marks, r.zooms = soakReport(s.strike, spans, session)
+	r.spans, r.marks, r.zooms, r.gaps = soakReport(s.strike, spans, session, end)
+	r.lanes = s.names
 	for name, ops := range s.ops {
 		for _, op := range ops {
 			if op.Kind == faults.Lost {
@@ -154,9 +166,16 @@ func (s *soak) result(ctx context.Context, session, end time.Duration, schedErr 
 	return r, nil
 }
 
+// holdKey names one hold: its lock name, holder and token.
+type holdKey struct {
+	name, who string
+	token     int64
+}
+
 // soakStrikes computes each fault's figures over its stretch of the
-// history: from its strike to the next one (the last: to end).
-func soakStrikes(strikes []soakStrike, spans []Span, ops []faults.Op, end time.Duration) []SoakFault {
+// history: from its strike to the next one (the last: to end). lost holds
+// the holds that ended in a loss signal.
+func soakStrikes(strikes []soakStrike, spans []Span, ops []faults.Op, lost map[holdKey]bool, end time.Duration) []SoakFault {
 	doubles := map[int]bool{}
 	eachOverlap(spans, func(_, j int, _, _ float64) { doubles[j] = true })
 	var out []SoakFault
@@ -170,6 +189,9 @@ func soakStrikes(strikes []soakStrike, spans []Span, ops []faults.Op, end time.D
 		for j, sp := range spans {
 			if sp.StartMS <= from && sp.EndMS > from {
 				f.HeldAtFault++
+				if lost[holdKey{sp.Lane, sp.Who, sp.Token}] {
+					f.HeldLost++
+				}
 			}
 			if sp.StartMS >= from && sp.StartMS < to {
 				f.Acquisitions++
@@ -212,6 +234,7 @@ func soakKinds(kinds []string, strikes []SoakFault) []SoakFault {
 			sum.Count++
 			sum.DownMS = max(sum.DownMS, f.DownMS)
 			sum.HeldAtFault += f.HeldAtFault
+			sum.HeldLost += f.HeldLost
 			sum.Lost += f.Lost
 			sum.Acquisitions += f.Acquisitions
 			sum.FailedAcquires += f.FailedAcquires
@@ -230,11 +253,20 @@ func soakKinds(kinds []string, strikes []SoakFault) []SoakFault {
 	return out
 }
 
+// Around each fault the report draws the holds from reportBefore before
+// its strike to reportAfter after its undoing.
+const (
+	reportBefore = 300.0  // ms
+	reportAfter  = 1000.0 // ms
+)
+
 // soakReport keeps, for the HTML report, the spans around each fault (from
-// 300 ms before its strike to 1 s after its undoing, at most 6000 in all,
-// shared evenly between the faults), a mark at every strike and undoing,
-// and an enlarged window on the first strike of each kind.
-func soakReport(strikes []soakStrike, spans []Span, session time.Duration) ([]Span, []Mark, []Window) {
+// reportBefore before its strike to reportAfter after its undoing, at most
+// 6000 in all, shared evenly between the faults), a mark at every strike
+// and undoing, an enlarged window on the first strike of each kind, and
+// the stretches left out (gaps: from the start, between the faults, to the
+// end), which the report marks as such.
+func soakReport(strikes []soakStrike, spans []Span, session, end time.Duration) ([]Span, []Mark, []Window, []Window) {
 	var marks []Mark
 	var zooms []Window
 	seen := map[string]bool{}
@@ -251,7 +283,7 @@ func soakReport(strikes []soakStrike, spans []Span, session time.Duration) ([]Sp
 	for _, st := range strikes {
 		n := 0
 		for i, sp := range spans {
-			if n < each && !taken[i] && sp.EndMS >= msf(st.At)-300 && sp.StartMS <= msf(st.Undone)+1000 {
+			if n < each && !taken[i] && sp.EndMS >= msf(st.At)-reportBefore && sp.StartMS <= msf(st.Undone)+reportAfter {
 				taken[i] = true
 				out = append(out, sp)
 				n++
@@ -259,7 +291,18 @@ func soakReport(strikes []soakStrike, spans []Span, session time.Duration) ([]Sp
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Span) int { return cmp.Compare(a.StartMS, b.StartMS) })
-	return out, marks, zooms
+	var gaps []Window
+	from := 0.0
+	for _, st := range strikes {
+		if to := msf(st.At) - reportBefore; to > from {
+			gaps = append(gaps, Window{Title: "holds not drawn", FromMS: from, ToMS: to})
+		}
+		from = max(from, msf(st.Undone)+reportAfter)
+	}
+	if len(strikes) > 0 && msf(end) > from {
+		gaps = append(gaps, Window{Title: "holds not drawn", FromMS: from, ToMS: msf(end)})
+	}
+	return out, marks, zooms, gaps
 }
 
 func checked(errs []string) string {
@@ -294,7 +337,7 @@ func (r *SoakResult) Summary() *Summary {
 		{"fencing tokens", r.Tokens},
 		{"double grants (witness)", strconv.Itoa(r.DoubleGrants)},
 		{"plain updates lost", fmt.Sprintf("%d of %d", r.PlainLostUpdates, r.PlainWrites)},
-		{"acquisitions", fmt.Sprintf("%d (%d failed attempts)", r.Acquisitions, r.FailedAcquires)},
+		{"acquisitions", fmt.Sprintf("%d (%s)", r.Acquisitions, plural(r.FailedAcquires, "failed attempt"))},
 		{"holds ended", fmt.Sprintf("%d released, %d lost", r.Releases, r.Losses)},
 		{"fenced writes", fmt.Sprintf("%d (%d rejected as stale)", r.FencedWrites, r.StaleWritesRejected)},
 		{"operations checked", strconv.Itoa(r.Ops)},
@@ -303,14 +346,18 @@ func (r *SoakResult) Summary() *Summary {
 		figs = append(figs, Figure{"store errors", strconv.FormatInt(r.StoreErrors, 10)})
 	}
 	perFault, perKind := soakTable(r.Strikes, true), soakTable(r.PerKind, false)
-	perKind.Title, perFault.Title = "per kind of fault:", "every fault:"
+	perKind.Title, perFault.Title = "per kind of fault (the sums of its faults below):", "every fault (each counted from its strike to the next fault's):"
+	perKind.Notes = []string{
+		`"held at strike": the holds open when the fault struck; "of them lost": those that ended in a loss signal;`,
+		`"losses": every loss signal from the strike to the next fault's, of holds granted after the strike too.`,
+	}
 	return &Summary{
-		Title: fmt.Sprintf("soak on %s: %d workers on %d names (%s), %.0f ms inside the lock, session %.0f ms, a fault every %.0f ms for %.0f ms, %.0f s",
-			r.Backend, r.Workers, r.Names, r.Shape, r.WorkMS, r.SessionMS, r.EveryMS, r.DownMS, r.DurationMS/1000),
+		Title: fmt.Sprintf("soak on %s: %s on %s (%s), %.0f ms inside the lock, session %.0f ms, a fault every %.0f ms for %.0f ms, %.0f s",
+			r.Backend, plural(r.Workers, "worker"), plural(r.Names, "name"), r.Shape, r.WorkMS, r.SessionMS, r.EveryMS, r.DownMS, r.DurationMS/1000),
 		Figures:       figs,
 		Tables:        []table.Table{perKind, perFault},
 		TimelineTitle: "Who held each name around the faults (double grants in red)",
-		Spans:         r.spans, Marks: r.marks, Zooms: r.zooms, Points: r.points,
+		Spans:         r.spans, Marks: r.marks, Zooms: r.zooms, Points: r.points, Gaps: r.gaps, Lanes: r.lanes,
 	}
 }
 
@@ -335,8 +382,9 @@ func soakTable(rows []SoakFault, each bool) table.Table {
 			table.Col("times", func(f SoakFault) string { return strconv.Itoa(f.Count) }))
 	}
 	cols = append(cols,
-		table.Col("held at fault", func(f SoakFault) string { return strconv.Itoa(f.HeldAtFault) }),
-		table.Col("lost", func(f SoakFault) string { return strconv.Itoa(f.Lost) }),
+		table.Col("held at strike", func(f SoakFault) string { return strconv.Itoa(f.HeldAtFault) }),
+		table.Col("of them lost", func(f SoakFault) string { return strconv.Itoa(f.HeldLost) }),
+		table.Col("losses", func(f SoakFault) string { return strconv.Itoa(f.Lost) }),
 		table.Col("acquisitions", func(f SoakFault) string { return strconv.Itoa(f.Acquisitions) }),
 		table.Col("failed acquires", func(f SoakFault) string { return strconv.Itoa(f.FailedAcquires) }),
 		table.Col("double grants", func(f SoakFault) string { return strconv.Itoa(f.DoubleGrants) }),

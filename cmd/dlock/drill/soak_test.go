@@ -2,6 +2,8 @@ package drill
 
 import (
 	"context"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +113,91 @@ func TestSoakChecksPassAGoodHistory(t *testing.T) {
 	}
 	if f := r.Strikes[0]; f.Lost != 1 || f.HeldAtFault != 1 {
 		t.Errorf("the pause's figures: %+v (want 1 held at the fault, 1 lost)", f)
+	}
+}
+
+// The per-fault figures say what they count — a hold open at the strike and
+// lost counts in "held at strike" and "of them lost", a hold granted after
+// the strike and lost only in "losses" — and the report orders the names
+// soak-0, soak-1, … whatever order they first appear in, and marks the
+// stretches it leaves out (before the first fault, between the faults,
+// after the last) instead of leaving them blank.
+func TestSoakFiguresAndReport(t *testing.T) {
+	ctx := context.Background()
+	st, err := openSoakStore(ctx, t.TempDir(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.close() })
+	s := newSoak(SoakOptions{Backend: "redis", Faults: []string{FaultPause, FaultKill}}, st)
+	s.tl = NewTimeline()
+	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	s.strike = []soakStrike{
+		{Kind: FaultPause, Target: "redis-server", At: ms(1000), Undone: ms(1500)},
+		{Kind: FaultKill, Target: "redis-server", At: ms(5000), Undone: ms(5500)},
+	}
+	// First seen in the order soak-2, soak-1, soak-0, soak-3.
+	holds := []struct {
+		name, who  string
+		token      int64
+		start, end float64
+		lost       bool
+	}{
+		{"soak-2", "w0", 1, 100, 1200, true},   // open at the pause, lost
+		{"soak-1", "w1", 2, 1600, 1800, true},  // granted after the pause, lost
+		{"soak-0", "w2", 3, 4800, 5200, false}, // open at the kill, released
+		{"soak-3", "w3", 4, 6000, 6100, false},
+	}
+	for _, h := range holds {
+		s.add(h.name, op(faults.Acquire, h.who, h.token, true, h.start-1, h.start))
+		end := op(faults.Release, h.who, h.token, true, h.end, h.end+1)
+		if h.lost {
+			end = op(faults.Lost, h.who, h.token, false, h.end, h.end+1)
+		}
+		s.add(h.name, end)
+		s.tl.spans = append(s.tl.spans, Span{Lane: h.name, Who: h.who, Token: h.token, StartMS: h.start, EndMS: h.end})
+		s.tl.open = append(s.tl.open, false)
+	}
+	r, err := s.result(ctx, 2*time.Second, ms(8000), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pause, kill := r.Strikes[0], r.Strikes[1]
+	if pause.HeldAtFault != 1 || pause.HeldLost != 1 || pause.Lost != 2 {
+		t.Errorf("the pause: held at strike %d, of them lost %d, losses %d; want 1, 1, 2", pause.HeldAtFault, pause.HeldLost, pause.Lost)
+	}
+	if kill.HeldAtFault != 1 || kill.HeldLost != 0 || kill.Lost != 0 {
+		t.Errorf("the kill: held at strike %d, of them lost %d, losses %d; want 1, 0, 0", kill.HeldAtFault, kill.HeldLost, kill.Lost)
+	}
+	text, page := rendered(t, r.Summary())
+	for _, want := range []string{"held at strike", "of them lost", "losses", "from its strike to the next fault's"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the text does not say %q:\n%s", want, text)
+		}
+	}
+	lanes := regexp.MustCompile(`class="lane-label"[^>]*>([^<]+)<`).FindAllStringSubmatch(page, -1)
+	var order []string
+	for _, m := range lanes {
+		if !slices.Contains(order, m[1]) {
+			order = append(order, m[1])
+		}
+	}
+	if want := []string{"soak-0", "soak-1", "soak-2", "soak-3"}; !slices.Equal(order, want) {
+		t.Errorf("the report's name groups: %v, want %v", order, want)
+	}
+	// Drawn around each fault: 300 ms before its strike to 1 s after its
+	// undoing; the rest is marked.
+	gaps := regexp.MustCompile(`class="gap"[^>]*><title>holds not drawn: (\d+) – (\d+) ms</title>`).FindAllStringSubmatch(page, -1)
+	var got []string
+	for _, g := range gaps {
+		got = append(got, g[1]+"-"+g[2])
+	}
+	for _, want := range []string{"0-700", "2500-4700", "6500-8000"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("no gap marker for %s ms in the report (markers: %v)", want, got)
+		}
+	}
+	if !strings.Contains(page, "not drawn: the holds between the stretches shown") {
+		t.Error("the report's key does not explain the gap marker")
 	}
 }

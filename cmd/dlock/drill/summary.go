@@ -37,6 +37,12 @@ type Summary struct {
 	Marks         []Mark
 	Points        []Point
 	Zooms         []Window
+	// Lanes orders the timeline's lane groups (lanes it does not name
+	// follow, in order of appearance); nil: in order of appearance.
+	Lanes []string
+	// Gaps are stretches whose spans were left out of the timeline: each
+	// is drawn as such, not left blank.
+	Gaps []Window
 }
 
 // Part is one part of a drill's story: a heading ("" for none) and the
