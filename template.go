@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/dlockgo/dlock/seam"
 )
 
 // Do runs fn under locker: it acquires with opts, runs fn with the lease's
@@ -15,8 +17,11 @@ import (
 // like a success. If the lock is not acquired, fn does not run and the
 // acquire error (ErrNotAcquired, ctx.Err(), ...) is returned.
 func Do(ctx context.Context, locker Locker, fn func(ctx context.Context, l *Lease) error, opts ...Option) error {
-	if locker == nil || fn == nil {
-		return fmt.Errorf("dlock: do: %w: nil locker or function", ErrInvalidArgument)
+	switch {
+	case locker == nil:
+		return seam.WrapCall("do", fmt.Errorf("%w: nil locker", ErrInvalidArgument))
+	case fn == nil:
+		return wrap("do", "", locker.Name(), fmt.Errorf("%w: nil function", ErrInvalidArgument))
 	}
 	l, err := locker.Acquire(ctx, opts...)
 	if err != nil {
