@@ -148,8 +148,10 @@ func (c *Client) readDir(ctx context.Context, dir string) (listed, error) {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return listed{}, err
+	for _, err := range errs { // the first: one line
+		if err != nil {
+			return listed{}, err
+		}
 	}
 	for _, n := range nodes {
 		if n.st != nil {
