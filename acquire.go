@@ -125,7 +125,7 @@ func (c *Client) prepare(ctx context.Context, sh redisShape, spec *shapeSpec, op
 	}
 	cfg, err := seam.ParseOptions(opts)
 	if err == nil && cfg.Replicas != 0 && !spec.replicaAck {
-		err = fmt.Errorf("%w: ReplicaAck is not supported by %s", ErrInvalidArgument, spec.kind)
+		err = fmt.Errorf("%w: this shape does not take ReplicaAck", ErrInvalidArgument)
 	}
 	if err != nil {
 		return acquisition{}, wrap("acquire", spec.kind, name, err)

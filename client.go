@@ -142,10 +142,10 @@ type Client struct {
 // every go-redis call does.
 func New(rdb redis.UniversalClient, cfg ...Config) (*Client, error) {
 	if rdb == nil || isNilPointer(rdb) {
-		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidArgument)
+		return nil, seam.WrapCall("new client", fmt.Errorf("%w: nil redis client", ErrInvalidArgument))
 	}
 	if len(cfg) > 1 {
-		return nil, fmt.Errorf("%w: %d Configs (want at most one)", ErrInvalidArgument, len(cfg))
+		return nil, seam.WrapCall("new client", fmt.Errorf("%w: %d Configs (want at most one)", ErrInvalidArgument, len(cfg)))
 	}
 	host, _ := os.Hostname()
 	c := &Client{
@@ -154,7 +154,7 @@ func New(rdb redis.UniversalClient, cfg ...Config) (*Client, error) {
 		meta:     strings.ReplaceAll(host, "|", "_") + "|" + strconv.Itoa(os.Getpid()),
 	}
 	if err := append(cfg, Config{})[0].apply(c); err != nil {
-		return nil, err
+		return nil, seam.WrapCall("new client", err)
 	}
 	c.keeper = seam.NewKeeper[*attempt](c.observer, c.logger)
 	c.bounded, c.hung = callBound(rdb)
@@ -206,7 +206,10 @@ func (c *Client) Close() error {
 	c.wd.wait(ctx)
 	c.acquires.Wait(ctx)
 	c.retries.Wait(ctx)
-	return err
+	if err != nil {
+		return seam.WrapCall("close client", err)
+	}
+	return nil
 }
 
 // enter counts an Acquire call that Close waits for (done ends it); false

@@ -39,4 +39,29 @@
 //	MultiLock       one script, or slot  one transaction;      one transaction;       one step
 //	                by slot with         waits in arrival      waits in arrival
 //	                rollback             order                 order
+//
+// # Errors
+//
+// Every error of dlock, of its backends and of its companion packages
+// (election, fence, dlockprom, dlockotel) is one line that starts with
+// "dlock: " once and names the call that failed once, then the reason,
+// with each cause once. A call on one lock names the lock's shape and its
+// name:
+//
+//	dlock: acquire mutex "stock:1": not acquired
+//	dlock: unlock mutex "stock:1": lock lost (expired)
+//	dlock: inspect "stock:1": key holds the wrong type: a key of no lock shape
+//
+// (the shape is left out by a call that does not know it: Inspect, Do,
+// election's Lead). A lost lock's own error (Lease.Err, the Context's
+// cause) names the call "hold"; Unlock, Extend and Verify report the same
+// loss under their own name. A call on no one lock names itself and what
+// it is on, if anything:
+//
+//	dlock: new client: invalid duration: TTL 1ms (want >= 3ms)
+//	dlock: dial zookeeper "127.0.0.1:1": context deadline exceeded (no session established)
+//	dlock: fence update "stock": stale token 33 (already saw 34)
+//
+// Each wraps the sentinel of its meaning (below) and the store's or ctx's
+// error: test with errors.Is, never the text.
 package dlock

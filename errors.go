@@ -9,8 +9,8 @@ import (
 
 // Sentinel errors. Every error of this package and of every dlock backend
 // that has one of these meanings wraps it, so test with errors.Is. Errors
-// name the operation, the lock's shape and its name once:
-// `dlock: acquire mutex "stock:1": not acquired`.
+// name the call, the lock's shape and its name once (see Errors in the
+// package doc): `dlock: acquire mutex "stock:1": not acquired`.
 var (
 	// ErrNotAcquired: the lock was held by someone else for the whole wait.
 	// This is the degraded path ("busy, try later"), not a failure of the

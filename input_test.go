@@ -10,6 +10,7 @@ import (
 	"github.com/dlockgo/dlock/seam"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/dlocktest"
 	"github.com/dlockgo/dlock/internal/redisproc"
 	"github.com/redis/go-redis/v9"
 )
@@ -238,4 +239,37 @@ func TestNilContext(t *testing.T) {
 	if err := dlock.Do(nilCtx, c.Mutex("nil"), func(context.Context, *dlock.Lease) error { return nil }); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Errorf("Do(nil): %v", err)
 	}
+}
+
+// The errors of calls on no one lock name the call once: dlock: new client:
+// <reason>, dlock: list "<pattern>": <reason>.
+func TestCallErrors(t *testing.T) {
+	rdb := server(t)
+	for _, tc := range []struct {
+		name string
+		rdb  redis.UniversalClient
+		cfg  []dlock.Config
+		want error
+	}{
+		{"nil client", nil, nil, dlock.ErrInvalidArgument},
+		{"nil pointer", (*redis.Client)(nil), nil, dlock.ErrInvalidArgument},
+		{"short TTL", rdb, []dlock.Config{{TTL: time.Microsecond}}, dlock.ErrInvalidDuration},
+		{"negative TTL", rdb, []dlock.Config{{TTL: -time.Second}}, dlock.ErrInvalidDuration},
+		{"negative renew batch", rdb, []dlock.Config{{RenewBatch: -1}}, dlock.ErrInvalidArgument},
+		{"long label", rdb, []dlock.Config{{Label: strings.Repeat("l", 257)}}, dlock.ErrInvalidArgument},
+		{"brace prefix", rdb, []dlock.Config{{Prefix: "a{b"}}, dlock.ErrInvalidArgument},
+		{"two Configs", rdb, []dlock.Config{{}, {}}, dlock.ErrInvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := dlock.New(tc.rdb, tc.cfg...)
+			if c != nil {
+				c.Close()
+				t.Fatal("New returned a Client")
+			}
+			dlocktest.CheckError(t, err, tc.want, "dlock: new client: ")
+		})
+	}
+	pattern := strings.Repeat("p", seam.MaxNameLen+1)
+	_, err := newClient(t, rdb).List(context.Background(), pattern)
+	dlocktest.CheckError(t, err, dlock.ErrInvalidArgument, `dlock: list "`+pattern[:64]+`…": `)
 }

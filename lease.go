@@ -79,7 +79,10 @@ func (l *Lease) Context() context.Context { return l.s().Context() }
 func (l *Lease) Done() <-chan struct{} { return l.s().Done() }
 
 // Err returns nil while the lease is held or after a clean Unlock, and an
-// error wrapping ErrLockLost once the lock was lost.
+// error wrapping ErrLockLost once the lock was lost, which names the call
+// "hold" (dlock: hold mutex "stock:1": lock lost (expired)); Unlock, Extend
+// and Verify report the same loss as their own call's error (dlock: unlock
+// mutex "stock:1": lock lost (expired)).
 //
 // Err reads the client's clock: once the lease's local deadline has passed
 // it reports the loss even if the timer that cancels Context has not run yet

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -128,6 +129,13 @@ func TestDo(t *testing.T) {
 	})
 	if !errors.Is(err, dlock.ErrLockLost) {
 		t.Fatalf("Do with the key deleted during fn: %v, want ErrLockLost", err)
+	}
+	err = dlock.Do(ctx, c.Mutex("do"), func(ctx context.Context, l *dlock.Lease) error {
+		rdb.Del(ctx, "dlock:{do}")
+		return sentinel
+	})
+	if !errors.Is(err, sentinel) || !errors.Is(err, dlock.ErrLockLost) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Do failing after its lock was lost: %q, want one line wrapping both", err)
 	}
 	err = dlock.Do(ctx, c.Mutex("do"), func(ctx context.Context, l *dlock.Lease) error { return nil })
 	if err != nil {

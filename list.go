@@ -42,7 +42,7 @@ func (c *Client) List(ctx context.Context, pattern string) ([]Info, error) {
 		pattern = "*"
 	}
 	if len(pattern) > seam.MaxNameLen {
-		return nil, fmt.Errorf("dlock: list: %w: pattern of %d bytes (want at most %d)", ErrInvalidArgument, len(pattern), seam.MaxNameLen)
+		return nil, wrap("list", "", pattern, fmt.Errorf("%w: pattern of %d bytes (want at most %d)", ErrInvalidArgument, len(pattern), seam.MaxNameLen))
 	}
 	names, err := c.scanLockNames(ctx, escapeGlob(c.prefix)+"{"+pattern+"}*")
 	if err != nil {
@@ -50,7 +50,7 @@ func (c *Client) List(ctx context.Context, pattern string) ([]Info, error) {
 	}
 	infos, err := c.inspectAll(ctx, names)
 	if err != nil {
-		return nil, err
+		return nil, wrap("list", "", pattern, err) // an Inspect's error names its lock already
 	}
 	slices.SortFunc(infos, func(a, b Info) int {
 		sa, sb := oldestSince(a), oldestSince(b)
@@ -178,7 +178,7 @@ feed:
 	close(todo)
 	wg.Wait()
 	if err := parent.Err(); err != nil {
-		return nil, fmt.Errorf("dlock: list: %w", err)
+		return nil, err
 	}
 	if err := context.Cause(ctx); err != nil {
 		return nil, err // an Inspect error, naming its lock

@@ -265,7 +265,7 @@ func (s redShape) validate() error {
 			return fmt.Errorf("%w: RedLock client %d given twice", ErrInvalidArgument, i)
 		}
 		if c.isClosed() {
-			return fmt.Errorf("RedLock client %d: %w", i, ErrClosed)
+			return fmt.Errorf("%w (RedLock client %d)", ErrClosed, i)
 		}
 	}
 	return nil
@@ -387,7 +387,7 @@ func (o redOps) releaseNode(i int) {
 // false once more than N - quorum said no, and an error when neither is
 // known (nodes failed or did not answer in time), collecting replies by the
 // stop rule (within ctx and unlockTimeout).
-func (o redOps) vote(ctx context.Context, what string, stop func(n, q, yes, got int) bool, call func(ctx context.Context, i int) nodeReply) (bool, error) {
+func (o redOps) vote(ctx context.Context, stop func(n, q, yes, got int) bool, call func(ctx context.Context, i int) nodeReply) (bool, error) {
 	n := len(o.r.clients)
 	q := n/2 + 1
 	replies, _ := o.r.quorum(ctx, unlockTimeout, 0, unlockTimeout, stop, call, nil)
@@ -400,7 +400,7 @@ func (o redOps) vote(ctx context.Context, what string, stop func(n, q, yes, got 
 	case err == nil:
 		err = errors.New("no answer in time")
 	}
-	return false, fmt.Errorf("%s: no quorum (%d yes, %d no of %d): %w", what, yes, no, n, err)
+	return false, fmt.Errorf("no quorum (%d yes, %d no of %d): %w", yes, no, n, err)
 }
 
 func (o redOps) releaseCalls() []scriptCall { return nil }
@@ -408,7 +408,7 @@ func (o redOps) releaseCalls() []scriptCall { return nil }
 func (o redOps) renewCalls(time.Duration) []scriptCall { return nil }
 
 func (o redOps) extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	return o.vote(ctx, "extend", untilDecided, func(ctx context.Context, i int) nodeReply {
+	return o.vote(ctx, untilDecided, func(ctx context.Context, i int) nodeReply {
 		c := o.r.clients[i]
 		n, err := c.callInt(ctx, lockExtend.call([]string{c.keys(o.r.name).lock}, o.owner, ms(ttl)))
 		return nodeReply{yes: err == nil && n == 1, err: err}
@@ -425,7 +425,7 @@ func (o redOps) release(ctx context.Context) (seam.Released, error) {
 	// them to each node, and starts before this caller can try again.
 	first := o.r.clients[0]
 	first.sub.wakeLocal(first.keys(o.r.name).wake)
-	ok, err := o.vote(ctx, "release", untilAll, func(ctx context.Context, i int) nodeReply {
+	ok, err := o.vote(ctx, untilAll, func(ctx context.Context, i int) nodeReply {
 		c := o.r.clients[i]
 		k := c.queueKeys(o.r.name)
 		n, err := c.callInt(ctx, memberRelease(c, &k, o.owner, op))
@@ -441,7 +441,7 @@ func (o redOps) release(ctx context.Context) (seam.Released, error) {
 }
 
 func (o redOps) verify(ctx context.Context) (bool, error) {
-	return o.vote(ctx, "verify", untilDecided, func(ctx context.Context, i int) nodeReply {
+	return o.vote(ctx, untilDecided, func(ctx context.Context, i int) nodeReply {
 		c := o.r.clients[i]
 		ok, err := lockOwned(ctx, c, c.keys(o.r.name).lock, o.owner)
 		return nodeReply{yes: ok, err: err}

@@ -168,10 +168,10 @@ func (sh semShape) validate() error {
 	}
 	n := sh.s.count()
 	if n < 1 {
-		return fmt.Errorf("%w: semaphore %q has %d permits (want >= 1)", ErrInvalidArgument, sh.s.name, n)
+		return fmt.Errorf("%w: %d permits (want >= 1)", ErrInvalidArgument, n)
 	}
 	if sh.k < 1 || sh.k > n {
-		return fmt.Errorf("%w: %d permits of semaphore %q asked for (want 1..%d)", ErrInvalidArgument, sh.k, sh.s.name, n)
+		return fmt.Errorf("%w: %d permits asked for (want 1..%d)", ErrInvalidArgument, sh.k, n)
 	}
 	return nil
 }
@@ -264,7 +264,7 @@ func (p permitsOps) releaseCalls() []scriptCall {
 func (p permitsOps) renewCalls(time.Duration) []scriptCall { return nil }
 
 func (p permitsOps) extend(context.Context, time.Duration) (bool, error) {
-	return false, fmt.Errorf("dlock: extend of a whole grant of permits")
+	return false, fmt.Errorf("%w: extend of a whole grant of permits", ErrInvalidArgument)
 }
 
 func (p permitsOps) release(ctx context.Context) (seam.Released, error) {
@@ -282,5 +282,5 @@ func (p permitsOps) release(ctx context.Context) (seam.Released, error) {
 }
 
 func (p permitsOps) verify(context.Context) (bool, error) {
-	return false, fmt.Errorf("dlock: verify of a whole grant of permits")
+	return false, fmt.Errorf("%w: verify of a whole grant of permits", ErrInvalidArgument)
 }

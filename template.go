@@ -2,21 +2,26 @@ package dlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/dlockgo/dlock/seam"
 )
 
 // Do runs fn under locker: it acquires with opts, runs fn with the lease's
 // Context and the Lease, and always releases (also when fn panics; the panic
-// goes on after the release). It returns fn's error joined with the release's:
-// if the lock was lost at any point, the result wraps ErrLockLost even when
-// fn returned nil, so a section that ran without exclusivity never looks
-// like a success. If the lock is not acquired, fn does not run and the
+// goes on after the release). It returns fn's error, the release's, or, when
+// both failed, one error wrapping both on one line (`<fn's> (and <the
+// release's>)`): if the lock was lost at any point, the result wraps
+// ErrLockLost even when fn returned nil, so a section that ran without
+// exclusivity never looks like a success. If the lock is not acquired, fn does not run and the
 // acquire error (ErrNotAcquired, ctx.Err(), ...) is returned.
 func Do(ctx context.Context, locker Locker, fn func(ctx context.Context, l *Lease) error, opts ...Option) error {
-	if locker == nil || fn == nil {
-		return fmt.Errorf("dlock: do: %w: nil locker or function", ErrInvalidArgument)
+	switch {
+	case locker == nil:
+		return seam.WrapCall("do", fmt.Errorf("%w: nil locker", ErrInvalidArgument))
+	case fn == nil:
+		return wrap("do", "", locker.Name(), fmt.Errorf("%w: nil function", ErrInvalidArgument))
 	}
 	l, err := locker.Acquire(ctx, opts...)
 	if err != nil {
@@ -35,7 +40,14 @@ func Do(ctx context.Context, locker Locker, fn func(ctx context.Context, l *Leas
 	}()
 	ferr := fn(l.Context(), l)
 	ran = true
-	return errors.Join(ferr, unlock())
+	uerr := unlock()
+	switch {
+	case ferr == nil:
+		return uerr
+	case uerr == nil:
+		return ferr
+	}
+	return fmt.Errorf("%w (and %w)", ferr, uerr)
 }
 
 // unlockTimeout bounds a release sent without a caller's deadline (Do's

@@ -61,7 +61,7 @@ func main() { fmt.Println(dlock.ErrLockLost, "|", fence.ErrStale) }
 	}
 
 	run("go", "build", "-o", "shop", ".")
-	if got := run(filepath.Join(dir, "shop")); got != "dlock: lock lost | fence: stale token\n" {
+	if got := run(filepath.Join(dir, "shop")); got != "dlock: lock lost | dlock: stale token\n" {
 		t.Errorf("the module printed %q", got)
 	}
 	for mod, want := range map[string]string{

@@ -65,14 +65,14 @@ type Client struct {
 // dlock.ErrInvalidArgument or dlock.ErrInvalidDuration for a bad Config.
 func (s *Service) NewClient(cfg ...Config) (*Client, error) {
 	if len(cfg) > 1 {
-		return nil, fmt.Errorf("dlockfake: new client: %w: %d Configs (want at most one)", dlock.ErrInvalidArgument, len(cfg))
+		return nil, seam.WrapCall("new client", fmt.Errorf("%w: %d Configs (want at most one)", dlock.ErrInvalidArgument, len(cfg)))
 	}
 	c := append(cfg, Config{})[0]
 	switch {
 	case c.TTL != 0 && c.TTL < 10*time.Millisecond: // shorter, Drift would end it before its first renewal
-		return nil, fmt.Errorf("dlockfake: new client: %w: TTL %v (want at least 10ms)", dlock.ErrInvalidDuration, c.TTL)
+		return nil, seam.WrapCall("new client", fmt.Errorf("%w: TTL %v (want >= 10ms)", dlock.ErrInvalidDuration, c.TTL))
 	case len(c.Label) > 256:
-		return nil, fmt.Errorf("dlockfake: new client: %w: label longer than 256 bytes", dlock.ErrInvalidArgument)
+		return nil, seam.WrapCall("new client", fmt.Errorf("%w: label longer than 256 bytes", dlock.ErrInvalidArgument))
 	}
 	s.mu.Lock()
 	s.clients++

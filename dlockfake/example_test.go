@@ -87,8 +87,8 @@ func ExampleService_FailRenewals() {
 	// Output:
 	// dlock: hold lock "leader": lock lost (unreachable)
 	// a acquire lock "leader" token 1
-	// a renew lock "leader" token 1: dlockfake: the lock service did not answer (an injected fault)
-	// a renew lock "leader" token 1: dlockfake: the lock service did not answer (an injected fault)
+	// a renew lock "leader" token 1: dlock: the lock service did not answer (an injected fault)
+	// a renew lock "leader" token 1: dlock: the lock service did not answer (an injected fault)
 	// a lost lock "leader" token 1 (unreachable)
 	// <nil>
 }

@@ -14,7 +14,7 @@ import (
 // ErrUnreachable is the store error of the requests a fault fails
 // (FailAcquires, FailRenewals): what a client gets from a lock service it
 // cannot reach.
-var ErrUnreachable = errors.New("dlockfake: the lock service did not answer (an injected fault)")
+var ErrUnreachable = errors.New("dlock: the lock service did not answer (an injected fault)")
 
 // faults are the faults in force, by name; under Service.mu.
 type faults struct {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/dlockfake"
+	"github.com/dlockgo/dlock/dlocktest"
 	"github.com/dlockgo/dlock/observe"
 )
 
@@ -101,9 +102,11 @@ func TestNewClientBadInput(t *testing.T) {
 		{[]dlockfake.Config{{Label: string(make([]byte, 257))}}, dlock.ErrInvalidArgument},
 		{[]dlockfake.Config{{}, {}}, dlock.ErrInvalidArgument},
 	} {
-		if c, err := svc.NewClient(tc.cfg...); !errors.Is(err, tc.want) {
-			t.Errorf("NewClient(%+v): %v %v, want %v", tc.cfg, c, err, tc.want)
+		c, err := svc.NewClient(tc.cfg...)
+		if c != nil {
+			t.Errorf("NewClient(%+v) returned a Client", tc.cfg)
 		}
+		dlocktest.CheckError(t, err, tc.want, "dlock: new client: ")
 	}
 	c, err := svc.NewClient()
 	if err != nil || c.Label() != "client1" {

@@ -1,7 +1,6 @@
 package dlockotel
 
 import (
-	"errors"
 	"sync"
 
 	"github.com/dlockgo/dlock/observe"
@@ -87,7 +86,12 @@ func newInstruments(m metric.Meter) (instruments, error) {
 	errs = append(errs, err)
 	ins.perLease = perLease
 	ins.slowHolds = counter("dlock.slow_holds", "{hold}", "Holds that ran past the slow-hold threshold, counted once per hold.")
-	return ins, errors.Join(errs...)
+	for _, err := range errs { // the first: an error is one line
+		if err != nil {
+			return ins, err
+		}
+	}
+	return ins, nil
 }
 
 // labels are the attributes of one (shape, group) pair, made once: the

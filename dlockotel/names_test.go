@@ -98,8 +98,8 @@ func TestBadOptions(t *testing.T) {
 		if !errors.Is(err, tc.want) || o != nil {
 			t.Errorf("%s: New = %v, %v; want nil and an error wrapping %v", name, o, err, tc.want)
 		}
-		if err != nil && !strings.HasPrefix(err.Error(), "dlockotel: ") {
-			t.Errorf("%s: error %q does not start with dlockotel: ", name, err)
+		if err != nil && !strings.HasPrefix(err.Error(), "dlock: new opentelemetry observer: ") {
+			t.Errorf("%s: error %q does not start with dlock: new opentelemetry observer: ", name, err)
 		}
 	}
 	if o, err := dlockotel.New(nil, dlockotel.WithSlowHold(0)); err != nil || o == nil {

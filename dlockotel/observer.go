@@ -2,11 +2,11 @@ package dlockotel
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/dlockgo/dlock/observe"
+	"github.com/dlockgo/dlock/seam"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -47,7 +47,7 @@ func New(opts ...Option) (*Observer, error) {
 			continue
 		}
 		if err := o(&cfg); err != nil {
-			return nil, fmt.Errorf("dlockotel: %w", err)
+			return nil, seam.WrapCall("new opentelemetry observer", err)
 		}
 	}
 	if cfg.tp == nil {
@@ -58,7 +58,7 @@ func New(opts ...Option) (*Observer, error) {
 	}
 	ins, err := newInstruments(cfg.mp.Meter(scope))
 	if err != nil {
-		return nil, fmt.Errorf("dlockotel: %w", err)
+		return nil, seam.WrapCall("new opentelemetry observer", err)
 	}
 	o := &Observer{
 		tracer:  cfg.tp.Tracer(scope),

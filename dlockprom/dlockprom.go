@@ -32,9 +32,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dlockgo/dlock/observe"
-
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/observe"
+	"github.com/dlockgo/dlock/seam"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -161,7 +161,7 @@ func New(opts ...Option) (*Observer, error) {
 			continue
 		}
 		if err := o(&cfg); err != nil {
-			return nil, fmt.Errorf("dlockprom: %w", err)
+			return nil, seam.WrapCall("new prometheus observer", err)
 		}
 	}
 	host, _ := os.Hostname()

@@ -22,10 +22,11 @@
 // leader followed by another, a panicking leader that gives the lock up,
 // as under Do), Close (it ends waiting Acquire calls with ErrClosed,
 // returns within seam.CloseTimeout with the client cut off from its store,
-// and leaves no goroutine of the backend running) and bad input.
+// and leaves no goroutine of the backend running), bad input, and the text
+// of the common errors (one format on every backend; CheckError).
 //
 // The files are the concepts: dlocktest.go the Backend, the Client and the
-// basic lock behaviour; maxhold.go, semaphore.go, multilock.go,
+// basic lock behaviour; errors.go the errors' text; maxhold.go, semaphore.go, multilock.go,
 // queuetimeout.go, inspect.go, election.go and close.go the rest.
 package dlocktest
 
@@ -135,6 +136,7 @@ type Semaphore interface {
 func Run(t *testing.T, b Backend) {
 	s := &suite{b: b}
 	t.Run("BadInput", s.badInput)
+	t.Run("ErrorTexts", s.errorTexts)
 	for _, sh := range s.exclusive() {
 		t.Run("MutualExclusion/"+sh.name, func(t *testing.T) { s.mutualExclusion(t, sh) })
 		t.Run("TryAndWait/"+sh.name, func(t *testing.T) { s.tryAndWait(t, sh) })

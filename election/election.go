@@ -82,11 +82,12 @@ type Term struct {
 // leaves the lock to expire by itself and Lead campaigns again; the
 // backend's Observer sees it (observe.ReleaseEvent.Err).
 func (e *Election) Lead(ctx context.Context, fn func(term Term) error) error {
-	if err := seam.CheckContext(ctx); err != nil {
-		return fmt.Errorf("dlock: lead: %w", err)
+	err := seam.CheckContext(ctx)
+	if err == nil && (fn == nil || e.lock == nil) {
+		err = fmt.Errorf("%w: nil function or lock", dlock.ErrInvalidArgument)
 	}
-	if fn == nil || e.lock == nil {
-		return fmt.Errorf("dlock: lead: %w: nil function or lock", dlock.ErrInvalidArgument)
+	if err != nil {
+		return e.wrap("lead", err)
 	}
 	for {
 		started := time.Now()
@@ -144,11 +145,12 @@ type Leader struct {
 
 // Leader reads who leads now.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
-	if err := seam.CheckContext(ctx); err != nil {
-		return Leader{}, fmt.Errorf("dlock: leader: %w", err)
+	err := seam.CheckContext(ctx)
+	if err == nil && (e.insp == nil || e.lock == nil) {
+		err = fmt.Errorf("%w: no Inspector or lock", dlock.ErrInvalidArgument)
 	}
-	if e.insp == nil || e.lock == nil {
-		return Leader{}, fmt.Errorf("dlock: leader: %w: no Inspector or lock", dlock.ErrInvalidArgument)
+	if err != nil {
+		return Leader{}, e.wrap("leader", err)
 	}
 	info, err := e.insp.Inspect(ctx, e.lock.Name())
 	if err != nil {
@@ -196,6 +198,15 @@ func (e *Election) Observe(ctx context.Context, every time.Duration) <-chan Lead
 		}
 	}()
 	return out
+}
+
+// wrap names the call op and e's lock on err: dlock: lead "leader": ...
+// (the Locker does not tell its shape; without a lock, the call alone).
+func (e *Election) wrap(op string, err error) error {
+	if e.lock == nil {
+		return seam.WrapCall(op, err)
+	}
+	return seam.Wrap(op, "", e.lock.Name(), err)
 }
 
 func changed(a, b Leader) bool {

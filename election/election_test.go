@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/dlocktest"
 	"github.com/dlockgo/dlock/election"
 	"github.com/dlockgo/dlock/internal/leakcheck"
 	"github.com/dlockgo/dlock/internal/redisproc"
@@ -213,9 +214,8 @@ func waitLeader(t *testing.T, obs <-chan election.Leader, want func(election.Lea
 }
 
 func TestBadInput(t *testing.T) {
-	if err := election.New(nil, nil).Lead(context.Background(), func(election.Term) error { return nil }); !errors.Is(err, dlock.ErrInvalidArgument) {
-		t.Fatalf("nil lock: %v", err)
-	}
+	err := election.New(nil, nil).Lead(context.Background(), func(election.Term) error { return nil })
+	dlocktest.CheckError(t, err, dlock.ErrInvalidArgument, "dlock: lead: ")
 	rdb := redistest.Client(t, redistest.Start(t))
 	c := newClient(t, rdb)
 	if err := election.New(c.Mutex(""), c).Lead(context.Background(), func(election.Term) error { return nil }); !errors.Is(err, dlock.ErrInvalidName) {
@@ -223,18 +223,19 @@ func TestBadInput(t *testing.T) {
 	}
 	e := election.New(c.Mutex("bad-input"), c)
 	//lint:ignore SA1012 a nil ctx is the bad input under test
-	if err := e.Lead(nil, func(election.Term) error { return nil }); !errors.Is(err, dlock.ErrInvalidArgument) { //nolint:staticcheck
-		t.Fatalf("Lead(nil ctx): %v, want ErrInvalidArgument", err)
-	}
-	if _, err := e.Leader(nil); !errors.Is(err, dlock.ErrInvalidArgument) { //nolint:staticcheck
-		t.Fatalf("Leader(nil ctx): %v, want ErrInvalidArgument", err)
-	}
+	err = e.Lead(nil, func(election.Term) error { return nil }) //nolint:staticcheck
+	dlocktest.CheckError(t, err, dlock.ErrInvalidArgument, `dlock: lead "bad-input": `)
+	_, err = e.Leader(nil) //nolint:staticcheck
+	dlocktest.CheckError(t, err, dlock.ErrInvalidArgument, `dlock: leader "bad-input": `)
+	err = e.Lead(context.Background(), nil)
+	dlocktest.CheckError(t, err, dlock.ErrInvalidArgument, `dlock: lead "bad-input": `)
+	_, err = election.New(c.Mutex("bad-input"), nil).Leader(context.Background())
+	dlocktest.CheckError(t, err, dlock.ErrInvalidArgument, `dlock: leader "bad-input": `)
 	if _, ok := <-e.Observe(nil, time.Second); ok { //nolint:staticcheck
 		t.Fatal("Observe(nil ctx) sent a leader; want a closed channel")
 	}
-	if _, err := election.New(nil, c).Leader(context.Background()); !errors.Is(err, dlock.ErrInvalidArgument) {
-		t.Fatalf("Leader of a nil lock: %v, want ErrInvalidArgument", err)
-	}
+	_, err = election.New(nil, c).Leader(context.Background())
+	dlocktest.CheckError(t, err, dlock.ErrInvalidArgument, "dlock: leader: ")
 	// A key of another type under the lock's name ends Lead (it would
 	// never be elected), instead of campaigning for ever.
 	if err := rdb.Set(context.Background(), dlock.DefaultPrefix+"{wrong-type}", "x", time.Minute).Err(); err != nil {

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dlockgo/dlock"
-	"github.com/dlockgo/dlock/internal/ids"
 	"github.com/dlockgo/dlock/seam"
 )
 
@@ -240,7 +239,7 @@ func (a *attempt) queue() (*dlock.Lease, error) {
 	}
 	id := a.owner
 	if a.hold == "" {
-		id = ids.Op()
+		id = seam.NewID()
 	}
 	val := a.c.value(id, a.sh.permits, false, time.Now())
 	ops := make([]clientv3.Op, n, n+len(a.sh.first))

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
-	"github.com/dlockgo/dlock/internal/tasks"
 	"github.com/dlockgo/dlock/observe"
 	"github.com/dlockgo/dlock/seam"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -57,7 +56,7 @@ type Config struct {
 func (cfg Config) apply(c *Client) error {
 	switch {
 	case cfg.TTL != 0 && cfg.TTL < time.Second:
-		return fmt.Errorf("%w: session TTL %v (want at least 1s)", dlock.ErrInvalidDuration, cfg.TTL)
+		return fmt.Errorf("%w: TTL %v (want >= 1s)", dlock.ErrInvalidDuration, cfg.TTL)
 	case len(cfg.Label) > 256:
 		return fmt.Errorf("%w: label longer than 256 bytes", dlock.ErrInvalidArgument)
 	}
@@ -88,7 +87,6 @@ type Client struct {
 
 	bg     context.Context // background work; cancelled by Close
 	stopBg context.CancelFunc
-	wg     tasks.Group   // the keepalive loop and background work: Close waits for them
 	kick   chan struct{} // a new session for the keepalive loop
 	grants chan struct{} // one session grant at a time
 
@@ -106,10 +104,10 @@ type leaseGroup struct{ _ byte }
 // and a Client must be closed before its cli is.
 func New(cli *clientv3.Client, cfg ...Config) (*Client, error) {
 	if cli == nil {
-		return nil, fmt.Errorf("%w: nil etcd client", dlock.ErrInvalidArgument)
+		return nil, seam.WrapCall("new client", fmt.Errorf("%w: nil etcd client", dlock.ErrInvalidArgument))
 	}
 	if len(cfg) > 1 {
-		return nil, fmt.Errorf("%w: %d Configs (want at most one)", dlock.ErrInvalidArgument, len(cfg))
+		return nil, seam.WrapCall("new client", fmt.Errorf("%w: %d Configs (want at most one)", dlock.ErrInvalidArgument, len(cfg)))
 	}
 	host, _ := os.Hostname()
 	c := &Client{
@@ -120,12 +118,11 @@ func New(cli *clientv3.Client, cfg ...Config) (*Client, error) {
 		grants:    make(chan struct{}, 1),
 	}
 	if err := append(cfg, Config{})[0].apply(c); err != nil {
-		return nil, err
+		return nil, seam.WrapCall("new client", err)
 	}
 	c.keeper = seam.NewKeeper[*grantOps](c.obs, c.logger)
 	c.bg, c.stopBg = context.WithCancel(context.Background())
-	c.wg.Add(1)
-	go c.keepalive()
+	c.keeper.Go(c.keepalive) // as is background work: Keeper.Close waits for them
 	return c, nil
 }
 
@@ -153,11 +150,10 @@ func (c *Client) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), seam.CloseTimeout)
 	defer cancel()
 	c.stopBg()               // acquisitions in progress and the keepalive end
-	c.keeper.Close(ctx, nil) // holders are told before their keys go
-	c.wg.Wait(ctx)
+	c.keeper.Close(ctx, nil) // holders are told before their keys go; waits for the keepalive
 	if s != nil && s.end() {
 		if _, err := c.cli.Revoke(ctx, s.id); err != nil && !isCtxErr(err) {
-			return fmt.Errorf("dlock: close: revoking the session lease: %w (it expires within %v)", err, s.ttl)
+			return seam.WrapCall("close client", fmt.Errorf("revoking the session lease: %w (it expires within %v)", err, s.ttl))
 		}
 	}
 	return nil
@@ -177,11 +173,7 @@ func (c *Client) background(f func(ctx context.Context)) bool {
 	if c.closed {
 		return false
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		f(c.bg)
-	}()
+	c.keeper.Go(func() { f(c.bg) })
 	return true
 }
 

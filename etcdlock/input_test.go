@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/dlocktest"
 	"github.com/dlockgo/dlock/internal/freeport"
 	"github.com/dlockgo/dlock/seam"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -15,20 +16,27 @@ import (
 )
 
 func TestNewBadInput(t *testing.T) {
-	if _, err := New(nil); !errors.Is(err, dlock.ErrInvalidArgument) {
-		t.Errorf("New(nil): %v, want ErrInvalidArgument", err)
-	}
 	cli := etcdClient(t)
-	for _, d := range []time.Duration{-time.Second, 500 * time.Millisecond} {
-		if _, err := New(cli, Config{TTL: d}); !errors.Is(err, dlock.ErrInvalidDuration) {
-			t.Errorf("Config{TTL: %v}: %v, want ErrInvalidDuration", d, err)
-		}
-	}
-	if _, err := New(cli, Config{Label: strings.Repeat("x", 257)}); !errors.Is(err, dlock.ErrInvalidArgument) {
-		t.Errorf("a 257-byte label: %v, want ErrInvalidArgument", err)
-	}
-	if _, err := New(cli, Config{}, Config{}); !errors.Is(err, dlock.ErrInvalidArgument) {
-		t.Errorf("two Configs: %v, want ErrInvalidArgument", err)
+	for _, tc := range []struct {
+		name string
+		cli  *clientv3.Client
+		cfg  []Config
+		want error
+	}{
+		{"nil client", nil, nil, dlock.ErrInvalidArgument},
+		{"negative TTL", cli, []Config{{TTL: -time.Second}}, dlock.ErrInvalidDuration},
+		{"short TTL", cli, []Config{{TTL: 500 * time.Millisecond}}, dlock.ErrInvalidDuration},
+		{"long label", cli, []Config{{Label: strings.Repeat("x", 257)}}, dlock.ErrInvalidArgument},
+		{"two Configs", cli, []Config{{}, {}}, dlock.ErrInvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(tc.cli, tc.cfg...)
+			if c != nil {
+				c.Close()
+				t.Fatal("New returned a Client")
+			}
+			dlocktest.CheckError(t, err, tc.want, "dlock: new client: ")
+		})
 	}
 	c, err := New(cli, Config{})
 	if err != nil {

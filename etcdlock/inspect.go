@@ -9,7 +9,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlockgo/dlock"
-	"github.com/dlockgo/dlock/internal/ids"
 	"github.com/dlockgo/dlock/seam"
 )
 
@@ -100,7 +99,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (dlock.Info, error) {
 	}
 	for _, kv := range held {
 		v := parseValue(string(kv.Value))
-		h := dlock.Holder{ID: ids.Short(v.id), Host: v.host, PID: v.pid, Label: v.label, Since: v.written,
+		h := dlock.Holder{ID: seam.ShortID(v.id), Host: v.host, PID: v.pid, Label: v.label, Since: v.written,
 			Count: 1, Fence: kv.CreateRevision, Mode: modes[kv], TTL: max(ttls[kv.Lease], 0)}
 		info.Holders = append(info.Holders, h)
 		info.LastFence = max(info.LastFence, h.Fence)
@@ -111,7 +110,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (dlock.Info, error) {
 	info.Held = len(info.Holders) > 0
 	for _, kv := range waiting {
 		v := parseValue(string(kv.Value))
-		w := dlock.Waiter{ID: ids.Short(v.id), Host: v.host, PID: v.pid, Label: v.label, Since: v.written, Mode: modes[kv], Deadline: -1}
+		w := dlock.Waiter{ID: seam.ShortID(v.id), Host: v.host, PID: v.pid, Label: v.label, Since: v.written, Mode: modes[kv], Deadline: -1}
 		if v.queued {
 			w.Deadline = max(ttls[kv.Lease], 0)
 		}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
-	"github.com/dlockgo/dlock/internal/ids"
 	"github.com/dlockgo/dlock/seam"
 )
 
@@ -110,7 +109,7 @@ func TestInspectExclusive(t *testing.T) {
 			}
 			h := info.Holders[0]
 			checkHolder(t, h, "svc-a", before, l, a.TTL())
-			if kind == "lock" && h.ID != ids.Short(seam.CarriedOwner(l.Context())) {
+			if kind == "lock" && h.ID != seam.ShortID(seam.CarriedOwner(l.Context())) {
 				t.Errorf("Lock holder ID %q, want its owner's first 8 characters", h.ID)
 			}
 			if h.Mode != "" || info.TTL != h.TTL {
@@ -270,7 +269,7 @@ func TestInspectMultiLock(t *testing.T) {
 			t.Fatalf("%s: %+v", name, info)
 		}
 		checkHolder(t, info.Holders[0], "m", before, l, a.TTL())
-		if info.Holders[0].ID != ids.Short(seam.CarriedOwner(l.Context())) {
+		if info.Holders[0].ID != seam.ShortID(seam.CarriedOwner(l.Context())) {
 			t.Errorf("%s: holder ID %q, want the MultiLock's owner's", name, info.Holders[0].ID)
 		}
 	}

@@ -187,7 +187,6 @@ func (c *Client) sessionGone(s *session, err error) bool {
 // keepalive renews the current session every TTL/3 (sooner again after a
 // failure) until Close.
 func (c *Client) keepalive() {
-	defer c.wg.Done()
 	failed := false
 	for {
 		c.mu.Lock()

@@ -58,6 +58,6 @@ func ExampleUpdate() {
 	fmt.Println("token 35:", errors.Is(err, fence.ErrCondition))
 	// Output:
 	// token 34: <nil>
-	// token 33: fence: stale token 33 (already saw 34) true
+	// token 33: dlock: fence update "stock": stale token 33 (already saw 34) true
 	// token 35: true
 }

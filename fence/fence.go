@@ -26,25 +26,31 @@ package fence
 import (
 	"errors"
 	"fmt"
+	"strconv"
+
+	"github.com/dlockgo/dlock/seam"
 )
 
-// Sentinel errors; test with errors.Is.
+// Sentinel errors; test with errors.Is. The errors of Exec, Set and Get
+// name the call and its table or key once, in the format of every dlock
+// error: `dlock: fence update "stock": stale token 33 (already saw 34)`,
+// `dlock: fence get "doc": no such row`.
 var (
 	// ErrStale: a write with a higher token was accepted before this one;
 	// the writer's lock was lost (expired, failed over) and someone newer
 	// wrote. Nothing was changed.
-	ErrStale = errors.New("fence: stale token")
+	ErrStale = errors.New("dlock: stale token")
 	// ErrCondition: the token was current but the business condition of the
 	// write did not hold (sold out, wrong state). Nothing was changed.
-	ErrCondition = errors.New("fence: condition not met")
+	ErrCondition = errors.New("dlock: condition not met")
 	// ErrNoRow: no row has the key. Nothing was changed.
-	ErrNoRow = errors.New("fence: no such row")
+	ErrNoRow = errors.New("dlock: no such row")
 	// ErrInvalidToken: a token < 1 or >= 2^53 (Redis scripts compare tokens
 	// as doubles, exact below 2^53).
-	ErrInvalidToken = errors.New("fence: invalid token")
+	ErrInvalidToken = errors.New("dlock: invalid token")
 	// ErrInvalidUpdate: an Update with a bad table or column name, or a
 	// Redis call with an empty key.
-	ErrInvalidUpdate = errors.New("fence: invalid update")
+	ErrInvalidUpdate = errors.New("dlock: invalid update")
 )
 
 // MaxToken is one more than the largest token accepted.
@@ -65,7 +71,13 @@ type StaleError struct {
 }
 
 func (e *StaleError) Error() string {
-	return fmt.Sprintf("fence: stale token %d (already saw %d)", e.Token, e.Seen)
+	return fmt.Sprintf("dlock: stale token %d (already saw %d)", e.Token, e.Seen)
+}
+
+// wrap names the call op on table or key on err, once: dlock: fence <op>
+// "<object>": <reason>.
+func wrap(op, object string, err error) error {
+	return seam.WrapCall("fence "+op+" "+strconv.Quote(object), err)
 }
 
 // Is makes errors.Is(err, ErrStale) true.

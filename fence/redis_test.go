@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockgo/dlock/dlocktest"
 	"github.com/dlockgo/dlock/fence"
 	"github.com/dlockgo/dlock/internal/redistest"
 )
@@ -25,6 +26,7 @@ func TestRedisStaleRejectedEqualAccepted(t *testing.T) {
 	if !errors.As(err, &stale) || !errors.Is(err, fence.ErrStale) || stale.Seen != 34 {
 		t.Fatalf("token 33 after 34: got %v, want StaleError seen 34", err)
 	}
+	dlocktest.CheckError(t, err, fence.ErrStale, `dlock: fence set "doc": `)
 	if v, tok, err := fence.Get(ctx, rdb, "doc"); err != nil || v != "v34" || tok != 34 {
 		t.Fatalf("after stale write: %q %d %v, want v34 34", v, tok, err)
 	}

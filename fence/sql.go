@@ -78,10 +78,11 @@ type SQLExecer interface {
 }
 
 // Exec runs the fenced update with database/sql. It returns nil when the
-// row was written (token accepted, condition met), a *StaleError (ErrStale)
-// when a higher token had written the row before, ErrCondition when the
-// token was current but Where failed, ErrNoRow when no row has the key, or
-// the database's error. Inside a transaction, the caller decides to commit.
+// row was written (token accepted, condition met), an error wrapping a
+// *StaleError (ErrStale) when a higher token had written the row before,
+// ErrCondition when the token was current but Where failed, ErrNoRow when
+// no row has the key, or the database's error (each named by Wrap). Inside
+// a transaction, the caller decides to commit.
 func (u Update) Exec(ctx context.Context, db SQLExecer, token int64, key any, args ...any) error {
 	update, probe, err := u.Prepare(token, len(args))
 	if err != nil {
@@ -89,11 +90,11 @@ func (u Update) Exec(ctx context.Context, db SQLExecer, token int64, key any, ar
 	}
 	res, err := db.ExecContext(ctx, update, append(slices.Clip(args), token, key)...)
 	if err != nil {
-		return fmt.Errorf("fence: update %s: %w", u.Table, err)
+		return u.Wrap(err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return fmt.Errorf("fence: update %s: %w", u.Table, err)
+		return u.Wrap(err)
 	}
 	if n > 0 {
 		return nil
@@ -110,10 +111,19 @@ func (u Update) Exec(ctx context.Context, db SQLExecer, token int64, key any, ar
 // with key and pass what it read to Explain.
 func (u Update) Prepare(token int64, nargs int) (update, probe string, err error) {
 	if err := checkToken(token); err != nil {
-		return "", "", err
+		return "", "", u.Wrap(err)
 	}
-	return u.SQL(nargs)
+	update, probe, err = u.SQL(nargs)
+	if err != nil {
+		return "", "", u.Wrap(err)
+	}
+	return update, probe, nil
 }
+
+// Wrap names the update on err, once, as every error of Exec, Prepare and
+// Explain does: `dlock: fence update "<table>": <reason>` (for the Exec of
+// another driver, as in package fence/pgxfence).
+func (u Update) Wrap(err error) error { return wrap("update", u.Table, err) }
 
 // Explain turns a zero-row update into its error from the probe that
 // followed it: seen is the fence the probe read, probeErr its error, and
@@ -125,12 +135,12 @@ func (u Update) Explain(token, seen int64, probeErr error, noRow bool) error {
 	err, noRows := probeErr, noRow
 	switch {
 	case noRows:
-		return fmt.Errorf("fence: update %s: %w", u.Table, ErrNoRow)
+		return u.Wrap(ErrNoRow)
 	case err != nil:
-		return fmt.Errorf("fence: probe %s: %w", u.Table, err)
+		return u.Wrap(fmt.Errorf("probe: %w", err))
 	case seen > token:
-		return &StaleError{Token: token, Seen: seen}
+		return u.Wrap(&StaleError{Token: token, Seen: seen})
 	default:
-		return fmt.Errorf("fence: update %s: %w", u.Table, ErrCondition)
+		return u.Wrap(ErrCondition)
 	}
 }

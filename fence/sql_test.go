@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockgo/dlock/dlocktest"
 	"github.com/dlockgo/dlock/fence"
 )
 
@@ -50,6 +51,7 @@ func TestSQLStaleTokenRejectedAfterNewerWrote(t *testing.T) {
 			if !errors.Is(err, fence.ErrStale) || !errors.As(err, &stale) || stale.Token != 33 || stale.Seen != 34 {
 				t.Fatalf("token 33 after 34: got %v, want StaleError{33, 34}", err)
 			}
+			dlocktest.CheckError(t, err, fence.ErrStale, `dlock: fence update "stock": `)
 			if qty, f := row(t, s); qty != 9 || f != 34 {
 				t.Fatalf("after the stale write: qty %d fence %d, want 9 and 34", qty, f)
 			}

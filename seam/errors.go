@@ -23,19 +23,17 @@ var (
 	ErrClosed          = errors.New("dlock: client closed")
 )
 
-// opError is the error of one operation on one lock, written once:
-// `dlock: <op> <shape> "<name>": <cause>`, where the cause's own "dlock: "
-// prefix is dropped. It wraps the cause (errors.Is sees the sentinel).
+// opError is the error of one call, written once: `dlock: <op> <shape>
+// "<name>": <cause>` for a call on one lock (Wrap), `dlock: <op>: <cause>`
+// for a call on none (WrapCall), where the cause's own "dlock: " prefix is
+// dropped. It wraps the cause (errors.Is sees the sentinel).
 type opError struct {
 	op, shape, name string
+	onLock          bool // a call on one lock: its shape and name are shown
 	err             error
 }
 
 func (e *opError) Error() string {
-	name := e.name
-	if len(name) > 64 { // an oversized name is shown by its start
-		name = strings.ToValidUTF8(name[:64], "") + "…"
-	}
 	var b strings.Builder
 	b.WriteString("dlock: ")
 	b.WriteString(e.op)
@@ -43,8 +41,14 @@ func (e *opError) Error() string {
 		b.WriteByte(' ')
 		b.WriteString(e.shape)
 	}
-	b.WriteByte(' ')
-	b.WriteString(strconv.Quote(name))
+	if e.onLock {
+		name := e.name
+		if len(name) > 64 { // an oversized name is shown by its start
+			name = strings.ToValidUTF8(name[:64], "") + "…"
+		}
+		b.WriteByte(' ')
+		b.WriteString(strconv.Quote(name))
+	}
 	b.WriteString(": ")
 	b.WriteString(strings.TrimPrefix(e.err.Error(), "dlock: "))
 	return b.String()
@@ -54,13 +58,35 @@ func (e *opError) Unwrap() error { return e.err }
 
 // Wrap names the operation, the lock's shape and its name on err, once, in
 // the one format of every backend: `dlock: <op> <shape> "<name>": <reason>`
-// (acquire mutex "stock:1": not acquired). An error that already names its
-// operation and lock is returned as it is.
+// (acquire mutex "stock:1": not acquired; shape "" leaves the shape out,
+// for a call that does not know it). An error that already names its call
+// is returned as it is.
 func Wrap(op, shape, name string, err error) error {
 	if _, ok := err.(*opError); ok {
 		return err
 	}
-	return &opError{op: op, shape: shape, name: name, err: err}
+	return &opError{op: op, shape: shape, name: name, onLock: true, err: err}
+}
+
+// WrapCall names a call that is not on one lock on err, once: `dlock:
+// <call>: <reason>`, where call says what was called and on what, if
+// anything (new client: invalid duration: TTL 1ms (want >= 3ms); dial
+// zookeeper "127.0.0.1:1": ...). An error that already names its call is
+// returned as it is.
+func WrapCall(call string, err error) error {
+	if _, ok := err.(*opError); ok {
+		return err
+	}
+	return &opError{op: call, err: err}
+}
+
+// renamed is err, a loss found while holding (Wrap("hold", ...)), as the
+// error of the call op that reports it; another error is returned as it is.
+func renamed(op string, err error) error {
+	if e, ok := err.(*opError); ok && e.op != op {
+		return &opError{op: op, shape: e.shape, name: e.name, onLock: e.onLock, err: e.err}
+	}
+	return err
 }
 
 // StoreErr is Wrap for an error from the store: when ctx ended the call, it

@@ -2,6 +2,7 @@ package seam
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,26 @@ func TestErrorsWrapOnce(t *testing.T) {
 	lost := Wrap("hold", "mutex", "x", errors.Join(ErrLockLost))
 	if strings.Count(lost.Error(), "dlock:") != 1 {
 		t.Fatalf("prefix repeated: %q", lost.Error())
+	}
+}
+
+// TestWrapCall: a call on no one lock is named once, without a lock name;
+// a loss found while holding is renamed for the call that reports it.
+func TestWrapCall(t *testing.T) {
+	err := WrapCall("new client", fmt.Errorf("%w: TTL 1ms (want >= 3ms)", ErrInvalidDuration))
+	if got, want := err.Error(), "dlock: new client: invalid duration: TTL 1ms (want >= 3ms)"; got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+	if !errors.Is(err, ErrInvalidDuration) || WrapCall("dial", err) != err {
+		t.Fatalf("sentinel lost, or wrapped twice: %v", err)
+	}
+	lost := Wrap("hold", "mutex", "x", fmt.Errorf("%w (expired)", ErrLockLost))
+	unlock := renamed("unlock", lost)
+	if got, want := unlock.Error(), `dlock: unlock mutex "x": lock lost (expired)`; got != want || !errors.Is(unlock, ErrLockLost) {
+		t.Fatalf("%q, want %q wrapping ErrLockLost", got, want)
+	}
+	if lost.Error() != `dlock: hold mutex "x": lock lost (expired)` {
+		t.Fatalf("the hold's own error changed: %q", lost)
 	}
 }
 

@@ -213,6 +213,12 @@ func (k *Keeper[O]) Close(ctx context.Context, release func(ctx context.Context,
 // failed release is the caller's error instead, and ReleaseEvent.Err).
 func (k *Keeper[O]) GiveBackErrors() int64 { return k.k.giveBackErrs.Load() }
 
+// Go runs f in a goroutine that Close waits for, within its ctx, as it
+// waits for the Keeper's own: the backend's loops and watchers, which its
+// Close stops before it calls Keeper.Close. A goroutine started once
+// Keeper.Close has returned is not waited for: a backend starts none then.
+func (k *Keeper[O]) Go(f func()) { k.k.bg.Go(f) }
+
 // Closed reports whether Close was called.
 func (k *Keeper[O]) Closed() bool {
 	k.k.mu.Lock()

@@ -171,7 +171,7 @@ func (l *Lease) state(op string) error {
 	case l.released:
 		return Wrap(op, l.h.g.shape, l.h.g.name, ErrNotHeld)
 	case l.err != nil:
-		return l.err
+		return renamed(op, l.err)
 	}
 	return nil
 }
@@ -196,7 +196,7 @@ func (l *Lease) Verify(ctx context.Context) error {
 	}
 	if !ok {
 		l.h.lose(observe.LostDeletedOrTaken)
-		return l.lostErr()
+		return l.lostErr("verify")
 	}
 	return l.state("verify")
 }
@@ -224,7 +224,7 @@ func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 	}
 	if !ok {
 		l.h.lose(observe.LostDeletedOrTaken)
-		return l.lostErr()
+		return l.lostErr("extend")
 	}
 	l.h.extended(sent, d, false)
 	return l.state("extend")
@@ -260,11 +260,12 @@ func (k *keeper) releaseLost(ctx context.Context, ops GrantOps) {
 	}
 }
 
-func (l *Lease) lostErr() error {
+// lostErr is the loss of l as the error of the call op that found it.
+func (l *Lease) lostErr(op string) error {
 	if err := l.Err(); err != nil {
-		return err
+		return renamed(op, err)
 	}
-	return Wrap("hold", l.h.g.shape, l.h.g.name, ErrLockLost)
+	return Wrap(op, l.h.g.shape, l.h.g.name, ErrLockLost)
 }
 
 // Unlock releases this hold. It returns nil if the lock was still ours, an
@@ -309,7 +310,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		Renewals: renewals, FoundLost: foundLost, LostBefore: lost != nil, Last: last, Err: err})
 	switch {
 	case lost != nil:
-		return lost
+		return renamed("unlock", lost)
 	case err != nil:
 		return StoreErr(ctx, "unlock", h.g.shape, h.g.name, err)
 	case res == ReleasedNotOurs:

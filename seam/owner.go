@@ -37,3 +37,13 @@ func withOwner(ctx context.Context, owner string) context.Context {
 	}
 	return context.WithValue(ctx, ownerKey{}, owner)
 }
+
+// NewID returns a new random id (64 bits as 16 hex characters, from the
+// runtime's ChaCha8 generator seeded by the operating system: unpredictable
+// and unique without a system call), for a backend to tell one holder,
+// waiter or attempt apart in its store.
+func NewID() string { return ids.Op() }
+
+// ShortID returns the form of a holder's or waiter's id that Inspect shows
+// (dlock.Holder.ID, dlock.Waiter.ID): its first 8 characters.
+func ShortID(id string) string { return ids.Short(id) }

@@ -65,7 +65,6 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlockgo/dlock"
-	"github.com/dlockgo/dlock/internal/tasks"
 	"github.com/dlockgo/dlock/observe"
 	"github.com/dlockgo/dlock/seam"
 )
@@ -121,7 +120,7 @@ func (cfg Config) check() error {
 	case r != "" && (r[0] != '/' || (len(r) > 1 && r[len(r)-1] == '/') || strings.Contains(r, "//")):
 		return fmt.Errorf("%w: prefix %q is not an absolute znode path", dlock.ErrInvalidArgument, r)
 	case cfg.TTL != 0 && cfg.TTL < 10*time.Millisecond:
-		return fmt.Errorf("%w: session timeout %v (want >= 10ms)", dlock.ErrInvalidDuration, cfg.TTL)
+		return fmt.Errorf("%w: TTL %v (want >= 10ms)", dlock.ErrInvalidDuration, cfg.TTL)
 	case len(cfg.Label) > 256:
 		return fmt.Errorf("%w: label longer than 256 bytes", dlock.ErrInvalidArgument)
 	}
@@ -155,7 +154,6 @@ type Client struct {
 	ctx       context.Context // the client's own background calls; cancelled by Close
 	stop      context.CancelFunc
 	closeOnce sync.Once
-	wg        tasks.Group   // the heartbeat and the guards: Close waits for them
 	reconn    *reconnects   // the connection came back: guards watch again
 	pollState bool          // the heartbeat tells reconn (New: no events of ours)
 	down      bool          // the heartbeat's: the connection was last seen down
@@ -177,15 +175,15 @@ type Client struct {
 // a missing TTL or a bad field (ErrInvalidDuration for a bad
 // duration).
 func New(conn *zk.Conn, cfg ...Config) (*Client, error) {
-	if conn == nil {
-		return nil, fmt.Errorf("%w: nil *zk.Conn", dlock.ErrInvalidArgument)
-	}
 	c, err := oneConfig(cfg)
-	if err != nil {
-		return nil, err
+	switch {
+	case conn == nil:
+		err = fmt.Errorf("%w: nil *zk.Conn", dlock.ErrInvalidArgument)
+	case err == nil && c.TTL == 0:
+		err = fmt.Errorf("%w: no Config.TTL (the session timeout of conn)", dlock.ErrInvalidArgument)
 	}
-	if c.TTL == 0 {
-		return nil, fmt.Errorf("%w: New needs Config.TTL (the session timeout of conn)", dlock.ErrInvalidArgument)
+	if err != nil {
+		return nil, seam.WrapCall("new client", err)
 	}
 	return newClient(conn, c), nil
 }
@@ -211,8 +209,7 @@ func newClient(conn *zk.Conn, cfg Config) *Client {
 	if c.reconn == nil {
 		c.reconn, c.pollState = newReconnects(), true
 	}
-	c.wg.Add(1)
-	go c.heartbeat()
+	c.keeper.Go(c.heartbeat) // as are the guards: Keeper.Close waits for them
 	return c
 }
 
@@ -231,7 +228,7 @@ func (c *Client) Conn() *zk.Conn { return c.conn }
 // with its session. Close is idempotent.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
-		c.mu.Lock() // startGuard adds to c.wg under c.mu unless done is closed
+		c.mu.Lock() // startGuard starts a guard under c.mu unless done is closed
 		close(c.done)
 		c.mu.Unlock()
 		c.stop()
@@ -243,8 +240,7 @@ func (c *Client) Close() error {
 		if c.owned {
 			release = func(context.Context, []*node) int { return 0 } // the session's end deletes them
 		}
-		c.keeper.Close(ctx, release)
-		c.wg.Wait(ctx)
+		c.keeper.Close(ctx, release) // and waits for the heartbeat and the guards
 		if c.owned {
 			c.conn.Close()
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/seam"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -20,11 +21,21 @@ import (
 // the server negotiated. While the connection is down the client's
 // requests fail at once as a lost connection (Acquire and Unlock retry
 // them), and for 100 ms after it is back they wait: go-zookeeper resends
-// its watches then, racing with itself (go-zookeeper/zk#35). It returns an error wrapping
+// its watches then, racing with itself (go-zookeeper/zk#35). Its errors
+// read `dlock: dial zookeeper "<servers>": <reason>` and wrap
 // dlock.ErrInvalidArgument for no server or a bad Config field
 // (ErrInvalidDuration for a bad duration), or ctx's error if the session
 // was not established in time.
 func Dial(ctx context.Context, servers string, cfg ...Config) (*Client, error) {
+	c, err := connect(ctx, servers, cfg)
+	if err != nil {
+		return nil, seam.WrapCall(fmt.Sprintf("dial zookeeper %q", servers), err)
+	}
+	return c, nil
+}
+
+// connect is Dial but for the naming of its errors.
+func connect(ctx context.Context, servers string, cfg []Config) (*Client, error) {
 	c, err := oneConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -37,7 +48,7 @@ func Dial(ctx context.Context, servers string, cfg ...Config) (*Client, error) {
 		}
 	}
 	if len(addrs) == 0 {
-		return nil, fmt.Errorf("%w: no ZooKeeper server given", dlock.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: no server given", dlock.ErrInvalidArgument)
 	}
 	neg := &negotiated{ch: make(chan struct{})}
 	back := newReconnects()
@@ -46,13 +57,13 @@ func Dial(ctx context.Context, servers string, cfg ...Config) (*Client, error) {
 	// of a goroutine of ours.
 	conn, _, err := zk.Connect(addrs, asked, zk.WithLogger(neg), zk.WithLogInfo(true), zk.WithEventCallback(back.connection))
 	if err != nil {
-		return nil, fmt.Errorf("dlock: connecting to ZooKeeper at %s: %w", servers, err)
+		return nil, err
 	}
 	select {
 	case <-neg.ch:
 	case <-ctx.Done():
 		conn.Close()
-		return nil, fmt.Errorf("dlock: connecting to ZooKeeper at %s: %w", servers, ctx.Err())
+		return nil, fmt.Errorf("%w (no session established)", ctx.Err())
 	}
 	// The timeout asked for bounds the one used: the server never grants a
 	// session more than it was asked unless the request was below its

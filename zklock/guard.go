@@ -81,16 +81,15 @@ func (c *Client) startGuard(n *node) {
 	if n.gone || n.stop != nil {
 		return
 	}
-	c.mu.Lock() // Close closes c.done under c.mu: no Add after its Wait
+	c.mu.Lock() // Close closes c.done under c.mu: no guard starts after Keeper.Close
 	defer c.mu.Unlock()
 	if c.closed() {
 		return
 	}
-	n.stop = make(chan struct{})
-	c.wg.Add(1 + len(n.more))
-	go c.guard(n, n.path, n.stop)
-	for _, p := range n.more {
-		go c.guard(n, p, n.stop)
+	stop := make(chan struct{})
+	n.stop = stop
+	for _, p := range append([]string{n.path}, n.more...) {
+		c.keeper.Go(func() { c.guard(n, p, stop) })
 	}
 }
 
@@ -99,7 +98,6 @@ func (c *Client) startGuard(n *node) {
 // its session. While ZooKeeper cannot be asked it asks again with a
 // backoff, and as soon as the connection is back and settled (see settle).
 func (c *Client) guard(n *node, path string, stop <-chan struct{}) {
-	defer c.wg.Done()
 	backoff := 20 * time.Millisecond
 	for {
 		back := c.reconn.next() // before the look: a reconnection after it is seen

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/dlocktest"
 	"github.com/dlockgo/dlock/seam"
 	"github.com/go-zookeeper/zk"
 )
@@ -16,38 +17,43 @@ import (
 func TestBadInput(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	sec := Config{TTL: time.Second}
-	if _, err := New(nil, sec); !errors.Is(err, dlock.ErrInvalidArgument) {
-		t.Errorf("New(nil): %v", err)
-	}
 	c := dial(t, 2*time.Second)
-	if _, err := New(c.Conn()); !errors.Is(err, dlock.ErrInvalidArgument) {
-		t.Errorf("New without TTL: %v", err)
+	bad := []struct {
+		name string
+		cfg  []Config
+		want error
+	}{
+		{"relative prefix", []Config{{TTL: time.Second, Prefix: "x"}}, dlock.ErrInvalidArgument},
+		{"prefix ending in /", []Config{{TTL: time.Second, Prefix: "/x/"}}, dlock.ErrInvalidArgument},
+		{"prefix with //", []Config{{TTL: time.Second, Prefix: "//x"}}, dlock.ErrInvalidArgument},
+		{"prefix with // inside", []Config{{TTL: time.Second, Prefix: "/a//b"}}, dlock.ErrInvalidArgument},
+		{"long label", []Config{{TTL: time.Second, Label: strings.Repeat("l", 257)}}, dlock.ErrInvalidArgument},
+		{"two Configs", []Config{sec, sec}, dlock.ErrInvalidArgument},
+		{"short TTL", []Config{{TTL: 5 * time.Millisecond}}, dlock.ErrInvalidDuration},
+		{"negative TTL", []Config{{TTL: -time.Second}}, dlock.ErrInvalidDuration},
 	}
-	for _, cfg := range []Config{{Prefix: "x"}, {Prefix: "/x/"}, {Prefix: "//x"}, {Prefix: "/a//b"}, {Label: strings.Repeat("l", 257)}} {
-		cfg.TTL = time.Second
-		if _, err := New(c.Conn(), cfg); !errors.Is(err, dlock.ErrInvalidArgument) {
-			t.Errorf("New with %+v: %v, want ErrInvalidArgument", cfg, err)
-		}
-		if _, err := Dial(ctx, server.Addr(), cfg); !errors.Is(err, dlock.ErrInvalidArgument) {
-			t.Errorf("Dial with %+v: %v, want ErrInvalidArgument", cfg, err)
-		}
+	for _, tc := range bad {
+		t.Run("New/"+tc.name, func(t *testing.T) {
+			_, err := New(c.Conn(), tc.cfg...)
+			dlocktest.CheckError(t, err, tc.want, "dlock: new client: ")
+		})
+		t.Run("Dial/"+tc.name, func(t *testing.T) {
+			d, err := Dial(ctx, server.Addr(), tc.cfg...)
+			if d != nil {
+				d.Close()
+			}
+			dlocktest.CheckError(t, err, tc.want, `dlock: dial zookeeper "`+server.Addr()+`": `)
+		})
 	}
-	if _, err := New(c.Conn(), sec, sec); !errors.Is(err, dlock.ErrInvalidArgument) {
-		t.Errorf("New with two Configs: %v", err)
-	}
-	if _, err := New(c.Conn(), Config{TTL: 5 * time.Millisecond}); !errors.Is(err, dlock.ErrInvalidDuration) {
-		t.Errorf("New with a 5ms session: %v", err)
-	}
-	if _, err := Dial(ctx, server.Addr(), Config{TTL: -time.Second}); !errors.Is(err, dlock.ErrInvalidDuration) {
-		t.Errorf("Dial with a negative session: %v", err)
-	}
-	if _, err := Dial(ctx, " , "); !errors.Is(err, dlock.ErrInvalidArgument) {
-		t.Errorf("Dial without servers: %v", err)
-	}
+	_, err := New(nil, sec)
+	dlocktest.CheckError(t, err, dlock.ErrInvalidArgument, "dlock: new client: ")
+	_, err = New(c.Conn())
+	dlocktest.CheckError(t, err, dlock.ErrInvalidArgument, "dlock: new client: ")
+	_, err = Dial(ctx, " , ")
+	dlocktest.CheckError(t, err, dlock.ErrInvalidArgument, `dlock: dial zookeeper " , ": `)
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	if _, err := Dial(short, "127.0.0.1:1", sec); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Dial to nothing: %v", err)
-	}
+	_, err = Dial(short, "127.0.0.1:1", sec)
+	dlocktest.CheckError(t, err, context.DeadlineExceeded, `dlock: dial zookeeper "127.0.0.1:1": `)
 	cancel()
 	// The zero Config is the defaults: DefaultTTL asked for, and
 	// the server's maximum (20 ticks of the test server) granted.

@@ -8,7 +8,6 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlockgo/dlock"
-	"github.com/dlockgo/dlock/internal/ids"
 	"github.com/dlockgo/dlock/seam"
 )
 
@@ -149,8 +148,10 @@ func (c *Client) readDir(ctx context.Context, dir string) (listed, error) {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return listed{}, err
+	for _, err := range errs { // the first: one line
+		if err != nil {
+			return listed{}, err
+		}
 	}
 	for _, n := range nodes {
 		if n.st != nil {
@@ -178,11 +179,11 @@ func (d listed) describe(info *dlock.Info) {
 	}
 	for i, n := range d.nodes {
 		if !d.granted(i, info.Permits) {
-			info.Queue = append(info.Queue, dlock.Waiter{ID: ids.Short(n.name), Host: n.meta.host, PID: n.meta.pid, Label: n.meta.label,
+			info.Queue = append(info.Queue, dlock.Waiter{ID: seam.ShortID(n.name), Host: n.meta.host, PID: n.meta.pid, Label: n.meta.label,
 				Since: n.meta.since, Mode: mode(n), Deadline: -1})
 			continue
 		}
-		h := dlock.Holder{ID: ids.Short(n.name), Host: n.meta.host, PID: n.meta.pid, Label: n.meta.label, Since: n.meta.since,
+		h := dlock.Holder{ID: seam.ShortID(n.name), Host: n.meta.host, PID: n.meta.pid, Label: n.meta.label, Since: n.meta.since,
 			Count: 1, Fence: n.st.Czxid, Mode: mode(n), TTL: n.meta.lease}
 		if n.kind == kindWrite {
 			info.TTL = h.TTL

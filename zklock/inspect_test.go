@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
-	"github.com/dlockgo/dlock/internal/ids"
 	"github.com/dlockgo/dlock/seam"
 )
 
@@ -94,7 +93,7 @@ func TestInspect(t *testing.T) {
 			t.Fatalf("%+v", info)
 		}
 		h, w := info.Holders[0], info.Queue[0]
-		if h.ID != ids.Short(l.ID()) || h.Fence != l.Token() || h.Count != 1 || h.Mode != "" || h.TTL != timeout || h.Label != "test-label" {
+		if h.ID != seam.ShortID(l.ID()) || h.Fence != l.Token() || h.Count != 1 || h.Mode != "" || h.TTL != timeout || h.Label != "test-label" {
 			t.Errorf("holder %+v (lease %s, token %d)", h, l.ID(), l.Token())
 		}
 		checkMeta(t, "holder", h.Host, h.PID, h.Label, h.Since, start)
@@ -127,7 +126,7 @@ func TestInspect(t *testing.T) {
 		if info.Shape != "lock" || len(info.Holders) != 1 || info.TTL != 2*time.Second || len(info.Queue) != 0 {
 			t.Fatalf("%+v", info)
 		}
-		if h := info.Holders[0]; h.Count != 1 || h.Fence != l.Token() || h.ID != ids.Short(again.ID()) {
+		if h := info.Holders[0]; h.Count != 1 || h.Fence != l.Token() || h.ID != seam.ShortID(again.ID()) {
 			t.Errorf("holder %+v", h)
 		}
 		again.Unlock(ctx)
@@ -154,7 +153,7 @@ func TestInspect(t *testing.T) {
 			t.Fatalf("%+v", info)
 		}
 		for i, l := range []*dlock.Lease{r1, r2} {
-			if h := info.Holders[i]; h.Mode != "read" || h.Fence != l.Token() || h.ID != ids.Short(l.ID()) || h.TTL != timeout {
+			if h := info.Holders[i]; h.Mode != "read" || h.Fence != l.Token() || h.ID != seam.ShortID(l.ID()) || h.TTL != timeout {
 				t.Errorf("reader %d: %+v", i, h)
 			}
 		}
@@ -212,7 +211,7 @@ func TestInspect(t *testing.T) {
 			t.Fatalf("%+v", info)
 		}
 		for i, l := range held {
-			if h := info.Holders[i]; h.ID != ids.Short(l.ID()) || h.Fence != l.Token() || h.TTL != timeout || h.Mode != "" {
+			if h := info.Holders[i]; h.ID != seam.ShortID(l.ID()) || h.Fence != l.Token() || h.TTL != timeout || h.Mode != "" {
 				t.Errorf("permit %d: %+v", i, h)
 			}
 		}
@@ -235,7 +234,7 @@ func TestInspect(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if info.Shape != "multi" || len(info.Holders) != 1 || info.Holders[0].Fence != l.Token() || info.Holders[0].ID != ids.Short(l.ID()) {
+			if info.Shape != "multi" || len(info.Holders) != 1 || info.Holders[0].Fence != l.Token() || info.Holders[0].ID != seam.ShortID(l.ID()) {
 				t.Fatalf("%s: %+v", n, info)
 			}
 		}

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dlockgo/dlock/internal/ids"
 	"github.com/dlockgo/dlock/seam"
 	"github.com/go-zookeeper/zk"
 )
@@ -89,7 +88,7 @@ func escape(name string) string {
 // newAttempt returns a fresh id for one acquisition attempt: it is in the
 // node's name, so a node whose create reply was lost can be found again.
 // (A MultiLock's nodes share one.)
-func newAttempt() string { return ids.Op() }
+func newAttempt() string { return seam.NewID() }
 
 // member is one child of a lock's directory.
 type member struct {

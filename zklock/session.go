@@ -134,7 +134,6 @@ func (c *Client) expire(n *node) {
 // it also looks at the connection's state every statePoll and tells the
 // guards when the connection is back.
 func (c *Client) heartbeat() {
-	defer c.wg.Done()
 	every := c.timeout / 3
 	t := time.NewTimer(every)
 	t.Stop()

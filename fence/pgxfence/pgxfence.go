@@ -6,7 +6,6 @@ package pgxfence
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/dlockgo/dlock/fence"
@@ -20,10 +19,11 @@ type Execer interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Exec is fence.Update.Exec for pgx: nil when the row was written, a
-// *fence.StaleError (fence.ErrStale) when a higher token wrote it before,
-// fence.ErrCondition when the token was current but Where failed,
-// fence.ErrNoRow when no row has the key, or the database's error.
+// Exec is fence.Update.Exec for pgx: nil when the row was written, an
+// error wrapping a *fence.StaleError (fence.ErrStale) when a higher token
+// wrote it before, fence.ErrCondition when the token was current but Where
+// failed, fence.ErrNoRow when no row has the key, or the database's error
+// (each named by Update.Wrap).
 func Exec(ctx context.Context, db Execer, u fence.Update, token int64, key any, args ...any) error {
 	update, probe, err := u.Prepare(token, len(args))
 	if err != nil {
@@ -31,7 +31,7 @@ func Exec(ctx context.Context, db Execer, u fence.Update, token int64, key any, 
 	}
 	tag, err := db.Exec(ctx, update, append(slices.Clip(args), token, key)...)
 	if err != nil {
-		return fmt.Errorf("fence: update %s: %w", u.Table, err)
+		return u.Wrap(err)
 	}
 	if tag.RowsAffected() > 0 {
 		return nil
