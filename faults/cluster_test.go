@@ -60,24 +60,18 @@ const (
 // was granted it; once A unlocks, B gets the lock with a strictly greater
 // fencing token; afterwards no key of the lock but its fence counter is
 // left on any master and neither Client keeps a hold.
-func TestClusterSlotMigration(t *testing.T) {
-	noLeaks(t)
-	cl := redistest.StartCluster(t, 3)
-	nodes := clusterNodes(t, cl)
-	for _, sh := range shapes {
-		if sh.name != "Mutex" && sh.name != "Lock" {
-			continue
-		}
-		t.Run(sh.name, func(t *testing.T) { slotMigration(t, cl, nodes, sh, "") })
-	}
-}
+func TestClusterSlotMigration(t *testing.T) { migrations(t, "") }
 
 // TestClusterUnlockDuringMigration is TestClusterSlotMigration with A's
 // Unlock called while the slot's keys are split between the two masters
 // (where Redis answers a script on them TRYAGAIN): the Unlock waits the
 // migration out and succeeds, B is granted the lock after it with a greater
 // token, the holds never overlap and no key of the lock is left.
-func TestClusterUnlockDuringMigration(t *testing.T) {
+func TestClusterUnlockDuringMigration(t *testing.T) { migrations(t, "split") }
+
+// migrations runs slotMigration for a Mutex and a Lock on a 3-master
+// cluster.
+func migrations(t *testing.T, unlockAt string) {
 	noLeaks(t)
 	cl := redistest.StartCluster(t, 3)
 	nodes := clusterNodes(t, cl)
@@ -85,7 +79,7 @@ func TestClusterUnlockDuringMigration(t *testing.T) {
 		if sh.name != "Mutex" && sh.name != "Lock" {
 			continue
 		}
-		t.Run(sh.name, func(t *testing.T) { slotMigration(t, cl, nodes, sh, "split") })
+		t.Run(sh.name, func(t *testing.T) { slotMigration(t, cl, nodes, sh, unlockAt) })
 	}
 }
 
