@@ -9,7 +9,8 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// checkTimeout bounds one porcupine check; histories here are small.
+// checkTimeout bounds one porcupine check of one segment of a history
+// (see segments): a long history is many short checks, never one cut short.
 const checkTimeout = 10 * time.Second
 
 // Interval is one holder's belief that it held the lock: from the return of
@@ -94,7 +95,10 @@ var mutexModel = porcupine.Model{
 // mutex: every successful Acquire, and every end of a hold (its loss,
 // somewhere between the last time the holder saw it held and the loss
 // signal, or its Unlock), can be ordered so that no two holds overlap. Use it for histories whose faults keep the store's data (a
-// store that forgets a lock grants it again: see DoubleGrants).
+// store that forgets a lock grants it again: see DoubleGrants). ops are one
+// lock's: check each name's history on its own. A long history is cut into
+// segments (see segments), so porcupine's time bound applies to each
+// stretch between quiet points, not to the whole.
 func CheckMutex(ops []Op) error {
 	ids := map[string]int{}
 	id := func(c string) int {
@@ -111,7 +115,7 @@ func CheckMutex(ops []Op) error {
 			hist = append(hist, porcupine.Operation{ClientId: c, Input: mutexInput{client: c}, Call: int64(iv.EndCall), Return: int64(iv.End)})
 		}
 	}
-	return check("mutex", mutexModel, hist)
+	return check("mutex", mutexModel, hist, mutexKnown())
 }
 
 type registerInput struct {
@@ -146,7 +150,8 @@ var fencedModel = porcupine.Model{
 // CheckFenced checks with porcupine that the Write and Read operations are
 // linearizable as a fenced register: no write was accepted after a write
 // with a higher token, and no write was rejected unless a higher one had
-// been accepted.
+// been accepted. ops are one register's; a long history is checked in
+// segments, as CheckMutex's is.
 func CheckFenced(ops []Op) error {
 	var hist []porcupine.Operation
 	ids := map[string]int{}
@@ -161,7 +166,7 @@ func CheckFenced(ops []Op) error {
 			hist = append(hist, porcupine.Operation{ClientId: ids[op.Client], Input: registerInput{}, Output: op.Token, Call: int64(op.Call), Return: int64(op.Return)})
 		}
 	}
-	return check("fenced register", fencedModel, hist)
+	return check("fenced register", fencedModel, hist, fencedKnown())
 }
 
 // CheckTokens checks that fencing tokens grow with grants: a grant that
@@ -197,17 +202,25 @@ func CheckTokens(ops []Op) error {
 // that no order of its operations explains.
 var ErrNotLinearizable = errors.New("faults: history not linearizable")
 
-func check(what string, m porcupine.Model, hist []porcupine.Operation) error {
-	res := porcupine.CheckOperationsTimeout(m, hist, checkTimeout)
-	switch res {
-	case porcupine.Ok:
-		return nil
-	case porcupine.Illegal:
-		var b strings.Builder
-		for _, op := range hist {
-			fmt.Fprintf(&b, "\n  [%v, %v] %s", time.Duration(op.Call), time.Duration(op.Return), m.DescribeOperation(op.Input, op.Output))
+// check checks hist against m segment by segment (segments: each from the
+// state the segments before it end in; known says where that state is
+// certain), with the verdict of the whole history. An illegal history's
+// error lists the segment that no order explains.
+func check(what string, m porcupine.Model, hist []porcupine.Operation, known knownState) error {
+	for _, seg := range segments(hist, m.Init(), known) {
+		sm := m
+		sm.Init = func() any { return seg.init }
+		switch res := porcupine.CheckOperationsTimeout(sm, seg.ops, checkTimeout); res {
+		case porcupine.Ok:
+		case porcupine.Illegal:
+			var b strings.Builder
+			for _, op := range seg.ops {
+				fmt.Fprintf(&b, "\n  [%v, %v] %s", time.Duration(op.Call), time.Duration(op.Return), m.DescribeOperation(op.Input, op.Output))
+			}
+			return fmt.Errorf("%w as a %s (from state %v):%s", ErrNotLinearizable, what, seg.init, b.String())
+		default:
+			return fmt.Errorf("faults: %s check: %s", what, res)
 		}
-		return fmt.Errorf("%w as a %s:%s", ErrNotLinearizable, what, b.String())
 	}
-	return fmt.Errorf("faults: %s check: %s", what, res)
+	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -41,7 +42,7 @@ func soakExit(ok bool, outErr error) error {
 func newSoakCmd() *cobra.Command {
 	var f drillFlags
 	var o drill.SoakOptions
-	var faults string
+	var faults, history string
 	c := &cobra.Command{
 		Use:   "soak",
 		Short: "Workers on shared locks while faults strike the servers; check the whole history with porcupine",
@@ -60,8 +61,9 @@ touches; a hold granted in the 500 ms before a fault lasts through it. Every acq
 and at the end the whole history is checked: porcupine's mutex model (no two holds of a name
 overlap) and fenced-register model per name, fencing tokens growing with grants, an independent
 witness of who was inside, and the plain counters' lost updates. The verdict, the figures of every
-fault and of each kind are printed; --report writes the timeline. The command exits 1 when a check
-fails. Needs redis-server, etcd or ZooKeeper installed (scripts/install.sh).`,
+fault and of each kind are printed; --report writes the timeline, --history every event of the
+run (one JSON object a line, for a checker of your own: docs/DRILLS.md). The command exits 1 when a
+check fails. Needs redis-server, etcd or ZooKeeper installed (scripts/install.sh).`,
 		Example: "  dlock drill soak\n  dlock drill soak --backend etcd --duration 5m --report soak-etcd.html\n" +
 			"  dlock drill soak --backend zookeeper --faults partition,kill --every 8s --down 3s --json",
 		Args: cobra.NoArgs,
@@ -88,7 +90,15 @@ fails. Needs redis-server, etcd or ZooKeeper installed (scripts/install.sh).`,
 			if err != nil {
 				return err
 			}
-			return soakExit(res.OK(), f.output(c, res)) // the results, then the report
+			out := f.output(c, res) // the results, then the report, then the history
+			if history != "" {
+				err := writeHistory(history, res)
+				if err == nil {
+					fmt.Fprintf(f.infoOut(c), "history: %s\n", history)
+				}
+				out = errors.Join(out, err)
+			}
+			return soakExit(res.OK(), out)
 		},
 	}
 	f.registerOutput(c)
@@ -106,5 +116,21 @@ fails. Needs redis-server, etcd or ZooKeeper installed (scripts/install.sh).`,
 	fl.DurationVar(&o.Down, "down", d.Down, "how long each fault lasts (longer than --session: holders lose their locks)")
 	fl.Uint64Var(&o.Seed, "seed", 1, "seeds the workers' choice of names")
 	allowZero(c, "seed", "a seed like any other")
+	fl.StringVar(&history, "history", "", "also write every event of the run to this file, one JSON object a line (checked before the run)")
+	outputFlag(c, "history")
 	return c
+}
+
+// writeHistory writes the soak's history to path (its path was checked
+// before the run), whatever the verdict.
+func writeHistory(path string, res *drill.SoakResult) error {
+	fh, err := os.Create(path)
+	if err == nil {
+		err = res.WriteHistory(fh)
+		err = errors.Join(err, fh.Close())
+	}
+	if err != nil {
+		return fmt.Errorf("write history %q: %w", path, unwrapPath(err))
+	}
+	return nil
 }

@@ -189,6 +189,7 @@ type soak struct {
 	// plainDone counts the plain read-then-writes completed per name.
 	plainDone map[string]int64
 	storeErrs int64
+	events    []HistoryEvent // every event, for --history
 }
 
 // soakStrike is one fault of the schedule as it happened.
@@ -274,9 +275,11 @@ func (s *soak) worker(ctx context.Context, w int, lock func(string) dlock.Locker
 	for ctx.Err() == nil {
 		name := s.names[rng.IntN(len(s.names))]
 		call := s.tl.Since()
+		s.event(call, who, name, OpAcquire, EvInvoke, 0, nil)
 		l, err := lock(name).Acquire(ctx, opts...)
 		ret := s.tl.Since()
 		if err != nil {
+			s.event(ret, who, name, OpAcquire, EvRefused, 0, err)
 			if ctx.Err() != nil {
 				return // the soak is over: not a failed attempt
 			}
@@ -284,6 +287,7 @@ func (s *soak) worker(ctx context.Context, w int, lock func(string) dlock.Locker
 			_ = sleep(ctx, 20*time.Millisecond) // the service is down or refusing: don't spin
 			continue
 		}
+		s.event(ret, who, name, OpAcquire, EvGranted, l.Token(), nil)
 		s.add(name, faults.Op{Kind: faults.Acquire, Client: who, Token: l.Token(), OK: true, Call: call, Return: ret})
 		work := s.o.Work/2 + time.Duration(rng.Int64N(int64(s.o.Work)+1))
 		if next := time.Duration(s.nextStrike.Load()); ret >= next-beforeStrike && ret < next {
@@ -303,7 +307,9 @@ func (s *soak) hold(ctx context.Context, l *dlock.Lease, name, who string, work 
 	until := time.Now().Add(work)
 	held := s.tl.Since()
 	lost := func() {
-		s.add(name, faults.Op{Kind: faults.Lost, Client: who, Token: l.Token(), Call: held, Return: s.tl.Since()})
+		at := s.tl.Since()
+		s.lostEvent(at, held, who, name, l.Token())
+		s.add(name, faults.Op{Kind: faults.Lost, Client: who, Token: l.Token(), Call: held, Return: at})
 		s.tl.EndAt(span, held)
 		_ = l.Unlock(context.WithoutCancel(ctx))
 	}
@@ -313,7 +319,10 @@ func (s *soak) hold(ctx context.Context, l *dlock.Lease, name, who string, work 
 	}
 	// The plain section checks nothing: two holders at once lose an update.
 	sctx := context.WithoutCancel(ctx)
-	if err := s.store.plainIncrement(sctx, name, work/4); err == nil {
+	s.event(s.tl.Since(), who, name, OpPlainWrite, EvInvoke, l.Token(), nil)
+	err := s.store.plainIncrement(sctx, name, work/4)
+	s.event(s.tl.Since(), who, name, OpPlainWrite, EvReturned, l.Token(), err)
+	if err == nil {
 		s.mu.Lock()
 		s.plainDone[name]++
 		s.mu.Unlock()
@@ -321,12 +330,19 @@ func (s *soak) hold(ctx context.Context, l *dlock.Lease, name, who string, work 
 		s.storeError()
 	}
 	call := s.tl.Since()
-	err := s.store.fencedWrite(sctx, name, l.Token())
+	s.event(call, who, name, OpFencedWrite, EvInvoke, l.Token(), nil)
+	err = s.store.fencedWrite(sctx, name, l.Token())
 	ret := s.tl.Since()
 	switch {
 	case err == nil || isStale(err):
+		ev := EvAccepted
+		if err != nil {
+			ev = EvRejected
+		}
+		s.event(ret, who, name, OpFencedWrite, ev, l.Token(), err)
 		s.add(name, faults.Op{Kind: faults.Write, Client: who, Token: l.Token(), OK: err == nil, Call: call, Return: ret})
-	default:
+	default: // the store failed: no verdict on the token
+		s.event(ret, who, name, OpFencedWrite, EvReturned, l.Token(), err)
 		s.storeError()
 	}
 	for {
@@ -346,12 +362,15 @@ func (s *soak) hold(ctx context.Context, l *dlock.Lease, name, who string, work 
 		}
 	}
 	call = s.tl.Since()
+	s.event(call, who, name, OpRelease, EvInvoke, l.Token(), nil)
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.Session)
 	err = l.Unlock(uctx)
 	cancel()
 	ret = s.tl.Since()
+	s.event(ret, who, name, OpRelease, EvReturned, l.Token(), err)
 	if errors.Is(err, dlock.ErrLockLost) || errors.Is(err, dlock.ErrNotHeld) {
 		// Lost between the last check and Unlock.
+		s.lostEvent(ret, held, who, name, l.Token())
 		s.tl.EndAt(span, held)
 		s.add(name, faults.Op{Kind: faults.Lost, Client: who, Token: l.Token(), Call: held, Return: ret})
 		return
@@ -373,10 +392,12 @@ func (s *soak) storeError() {
 func (s *soak) finalReads(ctx context.Context) error {
 	for _, name := range s.names {
 		call := s.tl.Since()
+		s.event(call, "reader", name, OpRead, EvInvoke, 0, nil)
 		_, tok, err := s.store.read(ctx, name)
 		if err != nil {
 			return err
 		}
+		s.event(s.tl.Since(), "reader", name, OpRead, EvReturned, tok, nil)
 		s.add(name, faults.Op{Kind: faults.Read, Client: "reader", Token: tok, OK: true, Call: call, Return: s.tl.Since()})
 	}
 	return nil

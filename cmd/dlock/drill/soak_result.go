@@ -58,6 +58,8 @@ type SoakResult struct {
 	gaps   []Window // the stretches whose holds the report leaves out
 	lanes  []string // the names, in order
 	points []Point  // where holders were told they lost their lock
+	events []HistoryEvent
+	start  time.Time // the wall time of the soak's clock's zero
 }
 
 // SoakFault is what one fault (or the sum of one kind's) did, from its
@@ -156,6 +158,7 @@ func (s *soak) result(ctx context.Context, session, end time.Duration, schedErr 
 	}
 	r.spans, r.marks, r.zooms, r.gaps = soakReport(s.strike, spans, session, end)
 	r.lanes = s.names
+	r.events, r.start = s.events, s.tl.start
 	for name, ops := range s.ops {
 		for _, op := range ops {
 			if op.Kind == faults.Lost {
