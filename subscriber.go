@@ -224,7 +224,9 @@ func (s *subscriber) run(done chan struct{}) {
 		s.mu.Lock()
 		closed, want := s.closed, s.want
 		if len(want) > 0 {
-			s.want = make(map[string]bool)
+			s.want = make(map[string]bool) // want is run's alone now
+		} else {
+			want = nil // s.want stays join's and expire's: not read outside s.mu
 		}
 		s.mu.Unlock()
 		if closed {
