@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dlockgo/dlock/seam"
 )
 
@@ -526,21 +524,6 @@ func (q *acquisition) failed(ctx context.Context, err error) (grant, error) {
 		return grant{wake: q.spec.keys.wake, pttl: clusterRetry, detail: "the cluster answered " + firstWord(err.Error()) + ": its slot is moving or it is electing"}, nil
 	}
 	return grant{}, redisErr(ctx, "acquire", q.spec.kind, q.spec.name, err)
-}
-
-// clusterRetry is how soon an attempt refused by a moving slot or an
-// electing cluster is tried again.
-const clusterRetry = 20 * time.Millisecond
-
-// clusterPassing reports whether err is a Redis Cluster's answer for a
-// passing state in which the command did not run.
-func clusterPassing(err error) bool {
-	for _, p := range []string{"TRYAGAIN", "ASK", "MOVED", "CLUSTERDOWN"} {
-		if redis.HasErrorPrefix(err, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // firstWord returns s up to its first space.

@@ -4,6 +4,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // keySlot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
@@ -61,3 +64,18 @@ var slotTags = sync.OnceValue(func() *[16384]uint32 {
 	}
 	return &t
 })
+
+// clusterRetry is how soon an attempt refused by a moving slot or an
+// electing cluster is tried again.
+const clusterRetry = 20 * time.Millisecond
+
+// clusterPassing reports whether err is a Redis Cluster's answer for a
+// passing state in which the command did not run.
+func clusterPassing(err error) bool {
+	for _, p := range []string{"TRYAGAIN", "ASK", "MOVED", "CLUSTERDOWN"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}
