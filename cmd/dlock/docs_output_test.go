@@ -524,6 +524,7 @@ var masks = []struct {
 	{regexp.MustCompile(`\b[0-9a-f]{8}\b`), "#"},                          // ids
 	{regexp.MustCompile(`\b(\d+(\.\d+)?(ns|µs|us|ms|s|m|h))+\b`), "#dur"}, // Go durations
 	{regexp.MustCompile(`\d+(\.\d+)?`), "#"},                              // numbers
+	{regexp.MustCompile(`\b(\pL{3,})s\b`), "$1"},                          // plurals (1 run, 2 runs)
 	{regexp.MustCompile(`█+`), ""},                                        // bars
 	{regexp.MustCompile(`\s+`), " "},                                      // column widths
 }
