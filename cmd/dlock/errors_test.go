@@ -68,9 +68,6 @@ func checkErrorLine(stderr, say string) error {
 // or 1 (ran and failed) with one line on stderr in the command's format
 // (checkErrorLine) and nothing before it: no library's log lines.
 func TestErrorPaths(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: starts a process per error path, some waiting out a connect timeout")
-	}
 	port, err := freeport.Take(false)
 	if err != nil {
 		t.Fatal(err)
