@@ -428,7 +428,8 @@ func slotMigration(t *testing.T, cl *redisproc.Cluster, nodes []*clusterNode, sh
 		if unlockErr != nil {
 			t.Fatalf("A's Unlock, called in phase %q of the migration: %v", unlockAt, unlockErr)
 		}
-		unlockedDuring(t, ctx, h, name, view, bc, aTok, aEnd, ca, cb, &bEnded)
+		bGranted(t, bc, aTok, aEnd)
+		migrationEnd(t, ctx, h, name, view, bc, ca, cb, &bEnded)
 		t.Logf("slot %d (%d keys moved) %s -> %s in %v; A unlocked in phase %q", slot, moved, src.srv.Addr(),
 			dst.srv.Addr(), migrated.Round(time.Millisecond), unlockAt)
 		return
@@ -485,47 +486,14 @@ func slotMigration(t *testing.T, cl *redisproc.Cluster, nodes []*clusterNode, sh
 	default:
 		t.Fatalf("A: Verify after the migration: %v", verr)
 	}
-	select {
-	case <-bc.granted:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("B was not granted the lock within 30 s of A's end (Acquire errors: %v)", bc.errList())
-	}
-	// A slot that moves is a passing state: B's one waiting Acquire waits
-	// through it (before, it failed 9–11 times per run with TRYAGAIN or an
-	// ASK redirect go-redis gave up on).
-	if errs := bc.errList(); len(errs) > 0 {
-		t.Errorf("B's waiting Acquire failed %d times while the slot moved: %v", len(errs), errs)
-	}
-	bTok := bc.hl.l.Token()
-	if bTok <= aTok {
-		t.Errorf("B's token %d is not greater than A's %d", bTok, aTok)
-	}
-	if !bc.at.After(aEnd) {
-		t.Errorf("B was granted the lock at %v, before A's end at %v", bc.at.Format(time.StampMicro), aEnd.Format(time.StampMicro))
-	}
+	bGranted(t, bc, aTok, aEnd)
 	if !kept {
 		aEnded = true
 		if err := hl.unlock(ctx); !errors.Is(err, dlock.ErrLockLost) {
 			t.Errorf("A: Unlock after the loss = %v, want ErrLockLost", err)
 		}
 	}
-	bEnded = true
-	if err := bc.hl.unlock(ctx); err != nil {
-		t.Errorf("B: Unlock: %v", err)
-	}
-	<-bc.done
-
-	// The history: no two holds overlapped, as one mutex, tokens in order.
-	ops := h.Ops()
-	if n := faults.DoubleGrants(ops); n != 0 {
-		t.Errorf("%d overlapping holds of A and B", n)
-	}
-	checkHistory(t, h, true)
-	if left := lockKeysLeft(t, view, name); len(left) > 0 {
-		t.Errorf("keys of the lock left after every lease ended: %v", left)
-	}
-	noZombie(t, "A", ca)
-	noZombie(t, "B", cb)
+	migrationEnd(t, ctx, h, name, view, bc, ca, cb, &bEnded)
 
 	renewErrs, lost := rw.failures()
 	bErrs := bc.errList()
@@ -541,33 +509,41 @@ func slotMigration(t *testing.T, cl *redisproc.Cluster, nodes []*clusterNode, sh
 		byErr[e]++
 	}
 	t.Logf("B granted %v after A's end (token %d > A's %d), after %d Acquire calls that failed: %v",
-		bc.at.Sub(aEnd).Round(time.Millisecond), bTok, aTok, len(bErrs), byErr)
+		bc.at.Sub(aEnd).Round(time.Millisecond), bc.hl.l.Token(), aTok, len(bErrs), byErr)
 	if t.Failed() {
 		t.Logf("A's log:\n%s", log.String())
 	}
 }
 
-// unlockedDuring checks the end of a migration during which A unlocked (at
-// aEnd): B is granted the lock after that with a greater token, the history
-// has no overlapping holds, and once B unlocks no key of the lock but its
-// fence counter is left and neither Client keeps a hold.
-func unlockedDuring(t *testing.T, ctx context.Context, h *faults.History, name string, view *redis.ClusterClient,
-	bc *contender, aTok int64, aEnd time.Time, ca, cb *dlock.Client, bEnded *bool) {
+// bGranted checks that B, waiting through the migration, was granted the
+// lock after A's end (aEnd: its Unlock call, or the last moment it saw its
+// lease held) with a greater token, its one waiting Acquire never failing:
+// a slot that moves is a passing state (before, B's Acquire failed 9–11
+// times per run with TRYAGAIN or an ASK redirect go-redis gave up on).
+func bGranted(t *testing.T, bc *contender, aTok int64, aEnd time.Time) {
 	t.Helper()
 	select {
 	case <-bc.granted:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("B was not granted the lock within 30 s of A's Unlock (Acquire errors: %v)", bc.errList())
+		t.Fatalf("B was not granted the lock within 30 s of A's end (Acquire errors: %v)", bc.errList())
 	}
 	if bTok := bc.hl.l.Token(); bTok <= aTok {
 		t.Errorf("B's token %d is not greater than A's %d", bTok, aTok)
 	}
 	if !bc.at.After(aEnd) {
-		t.Errorf("B was granted the lock at %v, before A's Unlock at %v", bc.at.Format(time.StampMicro), aEnd.Format(time.StampMicro))
+		t.Errorf("B was granted the lock at %v, before A's end at %v", bc.at.Format(time.StampMicro), aEnd.Format(time.StampMicro))
 	}
 	if errs := bc.errList(); len(errs) > 0 {
 		t.Errorf("B's waiting Acquire failed %d times while the slot moved: %v", len(errs), errs)
 	}
+}
+
+// migrationEnd unlocks B and checks the run's end: the history has no
+// overlapping holds and is one mutex's, no key of the lock but its fence
+// counter is left, and neither Client keeps a hold.
+func migrationEnd(t *testing.T, ctx context.Context, h *faults.History, name string, view *redis.ClusterClient,
+	bc *contender, ca, cb *dlock.Client, bEnded *bool) {
+	t.Helper()
 	*bEnded = true
 	if err := bc.hl.unlock(ctx); err != nil {
 		t.Errorf("B: Unlock: %v", err)
