@@ -98,6 +98,8 @@ func (l *Lease) Verify(ctx context.Context) error { return l.s().Verify(ctx) }
 // Extend sets the remaining lease to d (at least 1 ms) if the lock is still
 // ours. On a watchdog lease the watchdog goes on renewing to its timeout.
 // It returns an error wrapping ErrLockLost if the lock is no longer ours.
+// On a Redis Cluster whose slot is moving (or electing) Extend and Unlock
+// wait it out, until ctx ends (at most 5 s for a ctx without a deadline).
 func (l *Lease) Extend(ctx context.Context, d time.Duration) error { return l.s().Extend(ctx, d) }
 
 // Unlock releases this hold. It returns nil if the lock was still ours, an

@@ -137,6 +137,16 @@ func TestDo(t *testing.T) {
 	if !errors.Is(err, sentinel) || !errors.Is(err, dlock.ErrLockLost) || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("Do failing after its lock was lost: %q, want one line wrapping both", err)
 	}
+	if strings.Count(err.Error(), "dlock:") > 1 {
+		t.Fatalf("Do failing after its lock was lost: %q, want \"dlock:\" at most once", err)
+	}
+	err = dlock.Do(ctx, c.Mutex("do"), func(ctx context.Context, l *dlock.Lease) error {
+		rdb.Del(ctx, "dlock:{do}")
+		return l.Verify(ctx)
+	})
+	if !errors.Is(err, dlock.ErrLockLost) || strings.Count(err.Error(), "lock lost") != 1 || strings.Count(err.Error(), "dlock:") != 1 {
+		t.Fatalf("Do whose fn saw the loss: %q, want the loss said once", err)
+	}
 	err = dlock.Do(ctx, c.Mutex("do"), func(ctx context.Context, l *dlock.Lease) error { return nil })
 	if err != nil {
 		t.Fatalf("clean Do: %v", err)

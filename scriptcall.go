@@ -215,20 +215,30 @@ func (c *Client) callInt(ctx context.Context, sc scriptCall) (int64, error) {
 // callSettled is callInt for a release or an extension on a Redis Cluster
 // whose slot may be moving: a reply that says the script did not run (a slot
 // being resharded, a redirect go-redis gave up following, an electing
-// cluster: clusterPassing) sends it again every clusterRetry until it runs
-// or ctx ends (then the last error is returned). The calls are idempotent.
+// cluster: clusterPassing) sends it again every clusterRetry, so a resend
+// never applies it twice. It stops at ctx's end, and within unlockTimeout
+// when ctx has no deadline, returning the last error.
 func (c *Client) callSettled(ctx context.Context, sc scriptCall) (int64, error) {
+	n, err := c.callInt(ctx, sc)
+	if err == nil || !clusterPassing(err) {
+		return n, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, unlockTimeout)
+		defer cancel()
+	}
+	t := time.NewTimer(clusterRetry)
+	defer t.Stop()
 	for {
-		n, err := c.callInt(ctx, sc)
-		if err == nil || !clusterPassing(err) {
-			return n, err
-		}
-		t := time.NewTimer(clusterRetry)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return n, err
 		case <-t.C:
 		}
+		if n, err = c.callInt(ctx, sc); err == nil || !clusterPassing(err) {
+			return n, err
+		}
+		t.Reset(clusterRetry)
 	}
 }

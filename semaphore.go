@@ -89,11 +89,11 @@ func (s *Semaphore) Release(ctx context.Context, id string) error {
 	if len(id) != 32 {
 		return wrap("release", "semaphore", s.name, fmt.Errorf("%w: permit id %q", ErrNotHeld, id))
 	}
-	n, err := s.c.callSettled(ctx, s.ops(id).releaseCall())
+	res, err := s.ops(id).release(ctx)
 	if err != nil {
 		return redisErr(ctx, "release", "semaphore", s.name, err)
 	}
-	if n != 1 {
+	if res != releaseFree {
 		return wrap("release", "semaphore", s.name, fmt.Errorf("%w: no live permit %s", ErrNotHeld, ids.Short(id)))
 	}
 	return nil
