@@ -222,11 +222,10 @@ func (s *subscriber) run(done chan struct{}) {
 	ctx := s.c.bg // cancelled by Close: a call still trying to connect gives up
 	for range s.kick {
 		s.mu.Lock()
-		closed, want := s.closed, s.want
-		if len(want) > 0 {
-			s.want = make(map[string]bool) // want is run's alone now
-		} else {
-			want = nil // s.want stays join's and expire's: not read outside s.mu
+		closed := s.closed
+		var want map[string]bool // run's alone: s.want is read under s.mu only
+		if len(s.want) > 0 {
+			want, s.want = s.want, make(map[string]bool)
 		}
 		s.mu.Unlock()
 		if closed {

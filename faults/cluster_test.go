@@ -83,6 +83,37 @@ func migrations(t *testing.T, unlockAt string) {
 	}
 }
 
+// refusals counts the release calls of one client that a Cluster refused
+// with TRYAGAIN (a go-redis hook: the reply the client saw, after
+// go-redis's own retries).
+type refusals struct{ n atomic.Int64 }
+
+func (r *refusals) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *refusals) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		r.count(cmd)
+		return err
+	}
+}
+
+func (r *refusals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			r.count(cmd)
+		}
+		return err
+	}
+}
+
+func (r *refusals) count(cmd redis.Cmder) {
+	if args := cmd.Args(); len(args) > 1 && strings.Contains(fmt.Sprint(args[1]), "release") && redis.HasErrorPrefix(cmd.Err(), "TRYAGAIN") {
+		r.n.Add(1)
+	}
+}
+
 // clusterNode is one master of the cluster with a direct client.
 type clusterNode struct {
 	srv *redisproc.Server
@@ -332,7 +363,10 @@ func slotMigration(t *testing.T, cl *redisproc.Cluster, nodes []*clusterNode, sh
 	h := faults.NewHistory()
 	rw := &renewalWatch{kick: make(chan struct{}, 1)}
 	log := &syncBuffer{}
-	ca := newClient(t, redistest.ClusterClient(t, cl), dlock.Config{TTL: migWD, Observer: rw,
+	ardb := redistest.ClusterClient(t, cl)
+	refused := &refusals{}
+	ardb.AddHook(refused)
+	ca := newClient(t, ardb, dlock.Config{TTL: migWD, Observer: rw,
 		Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	cb := newClient(t, redistest.ClusterClient(t, cl), dlock.Config{TTL: migWD})
 	view := redistest.ClusterClient(t, cl) // the test's own reads
@@ -409,9 +443,18 @@ func slotMigration(t *testing.T, cl *redisproc.Cluster, nodes []*clusterNode, sh
 				defer ucancel()
 				unlockErr = hl.unlock(uctx)
 			}()
-			select { // let the Unlock meet the slot in this phase
-			case <-unlocked:
-			case <-time.After(300 * time.Millisecond):
+			// The migration goes on once Redis has refused the Unlock's
+			// release for the split slot (TRYAGAIN), so that the release
+			// really waits a moving slot out.
+			for deadline := time.Now().Add(migPhaseTimeout); refused.n.Load() == 0; {
+				select {
+				case <-unlocked:
+					t.Fatalf("A's Unlock returned (%v) before Redis refused it for the split slot", unlockErr)
+				case <-time.After(5 * time.Millisecond):
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no TRYAGAIN for A's release within %v of its Unlock in phase %q", migPhaseTimeout, unlockAt)
+				}
 			}
 		case aEnded: // nothing of A's to renew
 		default:
@@ -419,7 +462,23 @@ func slotMigration(t *testing.T, cl *redisproc.Cluster, nodes []*clusterNode, sh
 		}
 	})
 	migrated := time.Since(began)
+	// The slot really moved: the source keeps none of its keys, the target
+	// serves the fence counter (and A's lock key while A holds it).
+	if n, err := src.rdb.ClusterCountKeysInSlot(ctx, slot).Result(); err != nil || n != 0 {
+		t.Errorf("source %s: %d keys left in slot %d (%v)", src.srv.Addr(), n, slot, err)
+	}
+	if keys, err := dst.rdb.ClusterGetKeysInSlot(ctx, slot, 100).Result(); err != nil || !slices.ContainsFunc(keys, func(k string) bool {
+		return strings.HasPrefix(k, dlock.DefaultPrefix+"fence:{")
+	}) {
+		t.Errorf("target %s does not serve the fence counter of slot %d: its keys %v (%v)", dst.srv.Addr(), slot, keys, err)
+	}
+	if owner := slotOwner(t, ctx, nodes, slot); nodes[owner] != dst {
+		t.Errorf("slot %d served by %s after the migration, want %s", slot, nodes[owner].srv.Addr(), dst.srv.Addr())
+	}
 	if unlockAt != "" {
+		if !aEnded {
+			t.Fatalf("the migration had no phase %q: A never unlocked", unlockAt)
+		}
 		select {
 		case <-unlocked:
 		case <-time.After(migPatience):
@@ -433,19 +492,6 @@ func slotMigration(t *testing.T, cl *redisproc.Cluster, nodes []*clusterNode, sh
 		t.Logf("slot %d (%d keys moved) %s -> %s in %v; A unlocked in phase %q", slot, moved, src.srv.Addr(),
 			dst.srv.Addr(), migrated.Round(time.Millisecond), unlockAt)
 		return
-	}
-	// The slot really moved: the source keeps none of its keys, the target
-	// serves the fence counter (and A's lock key while A holds it).
-	if n, err := src.rdb.ClusterCountKeysInSlot(ctx, slot).Result(); err != nil || n != 0 {
-		t.Errorf("source %s: %d keys left in slot %d (%v)", src.srv.Addr(), n, slot, err)
-	}
-	if keys, err := dst.rdb.ClusterGetKeysInSlot(ctx, slot, 100).Result(); err != nil || !slices.ContainsFunc(keys, func(k string) bool {
-		return strings.HasPrefix(k, dlock.DefaultPrefix+"fence:{")
-	}) {
-		t.Errorf("target %s does not serve the fence counter of slot %d: its keys %v (%v)", dst.srv.Addr(), slot, keys, err)
-	}
-	if owner := slotOwner(t, ctx, nodes, slot); nodes[owner] != dst {
-		t.Errorf("slot %d served by %s after the migration, want %s", slot, nodes[owner].srv.Addr(), dst.srv.Addr())
 	}
 	renewals["after"] = settle(t, "after", rw, hl, migAfterRenewals)
 

@@ -50,9 +50,7 @@ func segments(hist []porcupine.Operation, init any, known knownState) []segment 
 			out = append(out, cur)
 			cur = segment{init: state}
 		}
-		if len(cur.ops) == 0 || op.Return > lastReturn {
-			lastReturn = op.Return
-		}
+		lastReturn = max(lastReturn, op.Return)
 		cur.ops = append(cur.ops, op)
 		state, stateKnown = known(op)
 	}
