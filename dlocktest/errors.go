@@ -22,14 +22,16 @@ func CheckError(t testing.TB, err, want error, prefix string) {
 		t.Errorf("%v, want an error wrapping %v", err, want)
 		return
 	}
-	if p := textProblem(err.Error(), prefix); p != "" {
+	if p := TextProblem(err.Error(), prefix); p != "" {
 		t.Errorf("%q: %s", err, p)
 	}
 }
 
-// textProblem says what is wrong with msg as a dlock error starting with
-// prefix, or "".
-func textProblem(msg, prefix string) string {
+// TextProblem says what is wrong with msg as a line in dlock's error format
+// starting with prefix (one line, "dlock:" once, no word twice in a row, no
+// colon at its end), or "" when nothing is: CheckError's test of the text,
+// for an error printed elsewhere (a command's stderr line).
+func TextProblem(msg, prefix string) string {
 	switch {
 	case strings.ContainsAny(msg, "\r\n"):
 		return "more than one line"
