@@ -88,7 +88,8 @@ func (c *Client) startGuard(n *node) {
 	}
 	stop := make(chan struct{})
 	n.stop = stop
-	for _, p := range append([]string{n.path}, n.more...) {
+	c.keeper.Go(func() { c.guard(n, n.path, stop) })
+	for _, p := range n.more {
 		c.keeper.Go(func() { c.guard(n, p, stop) })
 	}
 }
