@@ -397,8 +397,9 @@ func (s *soak) finalReads(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.event(s.tl.Since(), "reader", name, OpRead, EvReturned, tok, nil)
-		s.add(name, faults.Op{Kind: faults.Read, Client: "reader", Token: tok, OK: true, Call: call, Return: s.tl.Since()})
+		ret := s.tl.Since() // one instant for --history and the checked history
+		s.event(ret, "reader", name, OpRead, EvReturned, tok, nil)
+		s.add(name, faults.Op{Kind: faults.Read, Client: "reader", Token: tok, OK: true, Call: call, Return: ret})
 	}
 	return nil
 }
