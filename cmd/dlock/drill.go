@@ -27,22 +27,38 @@ type drillFlags struct {
 }
 
 func (f *drillFlags) register(c *cobra.Command) {
-	c.Flags().StringVar(&f.redis, "redis", "", "Redis URL (redis://host:port/db); default: an embedded server")
+	f.registerRedis(c)
 	f.registerOutput(c)
+}
+
+// registerRedis registers --redis alone.
+func (f *drillFlags) registerRedis(c *cobra.Command) {
+	c.Flags().StringVar(&f.redis, "redis", "", "Redis URL (redis://host:port/db); default: an embedded server")
 }
 
 // registerOutput registers the output flags only (drills that start their
 // own servers take no --redis).
 func (f *drillFlags) registerOutput(c *cobra.Command) {
-	c.Flags().BoolVar(&f.json, "json", false, "print the figures as JSON")
+	f.registerJSON(c)
 	c.Flags().StringVar(&f.report, "report", "", "also write a self-contained HTML report to this file (checked before the run)")
 	outputFlag(c, "report")
+}
+
+// registerJSON registers --json alone (seckill writes no HTML report).
+func (f *drillFlags) registerJSON(c *cobra.Command) {
+	c.Flags().BoolVar(&f.json, "json", false, "print the figures as JSON")
 }
 
 // registerBackend registers --backend and the etcd and ZooKeeper
 // addresses, with --redis and the output flags.
 func (f *drillFlags) registerBackend(c *cobra.Command) {
 	f.register(c)
+	f.registerServices(c)
+}
+
+// registerServices registers --backend and the etcd and ZooKeeper
+// addresses alone.
+func (f *drillFlags) registerServices(c *cobra.Command) {
 	c.Flags().StringVar(&f.backend, "backend", backend.Redis, "lock service: "+strings.Join(backend.Kinds, ", "))
 	c.Flags().StringVar(&f.etcd, "etcd", "", "etcd endpoints (host:port,...); default: an embedded etcd member")
 	c.Flags().StringVar(&f.zk, "zk", "", "ZooKeeper servers (host:port,...); default: an embedded ZooKeeper server")

@@ -94,7 +94,7 @@ func TestOutputPathCheckedFirst(t *testing.T) {
 	for _, path := range []string{filepath.Join(dir, "missing", "r.html"), dir} {
 		var n int
 		eachFlag(func(cmd []string, c *cobra.Command, f *pflag.Flag) {
-			if len(f.Annotations[outputPath]) == 0 || f.Hidden {
+			if len(f.Annotations[outputPath]) == 0 {
 				return
 			}
 			n++
