@@ -69,6 +69,7 @@ check fails. Needs redis-server, etcd or ZooKeeper installed (scripts/install.sh
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			o.Backend = f.backend
+			o.History = history != ""
 			if _, ok := drill.SoakFaults[o.Backend]; !ok {
 				return usagef("--backend %q: want one of %s", o.Backend, strings.Join(backend.Kinds, ", "))
 			}

@@ -236,3 +236,17 @@ func TestSoakReportMarksBeyondCap(t *testing.T) {
 		t.Errorf("gaps %v, want 0-700 and 2500-4000 besides", got)
 	}
 }
+
+// TestSoakHistoryOnlyWhenAsked: a soak keeps its events only under
+// SoakOptions.History (--history): the hot path takes no lock for them
+// otherwise, and the run's memory does not grow with them.
+func TestSoakHistoryOnlyWhenAsked(t *testing.T) {
+	for _, history := range []bool{false, true} {
+		s := newSoak(SoakOptions{Backend: "redis", History: history}, &soakStore{})
+		s.event(time.Millisecond, "w0", "soak-0", OpAcquire, EvInvoke, 0, nil)
+		s.lostEvent(2*time.Millisecond, time.Millisecond, "w0", "soak-0", 1)
+		if want := map[bool]int{false: 0, true: 2}[history]; len(s.events) != want {
+			t.Errorf("History %v: %d events kept, want %d", history, len(s.events), want)
+		}
+	}
+}
