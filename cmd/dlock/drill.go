@@ -211,9 +211,6 @@ func newMisdeleteCmd() *cobra.Command {
 		Example: "  dlock drill misdelete\n  dlock drill misdelete --lease 1s --json",
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if lease <= 0 {
-				return usagef("--lease must be positive")
-			}
 			return f.with(c, backend.Redis, func(ctx context.Context, r *backend.Backend) (result, error) {
 				return drill.Misdelete(ctx, r, lease)
 			})
@@ -236,9 +233,6 @@ func newLeaseCmd() *cobra.Command {
 			"  dlock drill lease --scale 1 --backend zookeeper",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if lease <= 0 || work <= 0 || scale <= 0 {
-				return usagef("--lease, --work and --scale must be positive")
-			}
 			return f.with(c, f.backend, func(ctx context.Context, b *backend.Backend) (result, error) {
 				return drill.Lease(ctx, b, scaled(lease, scale), scaled(work, scale))
 			})
@@ -262,9 +256,6 @@ func newContentionCmd() *cobra.Command {
 			"  dlock drill contention --backend etcd --workers 64 --loops 20 --work 0s",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if workers < 1 || loops < 1 || work < 0 {
-				return usagef("--workers and --loops must be >= 1, --work >= 0")
-			}
 			return f.with(c, f.backend, func(ctx context.Context, b *backend.Backend) (result, error) {
 				return drill.Contention(ctx, b, workers, loops, work)
 			})
@@ -311,9 +302,6 @@ func newPauseCmd() *cobra.Command {
 		Example: "  dlock drill pause\n  dlock drill pause --lease 1s --json\n  dlock drill pause --backend etcd --lease 1s",
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if lease <= 0 {
-				return usagef("--lease must be positive")
-			}
 			return f.with(c, f.backend, func(ctx context.Context, b *backend.Backend) (result, error) {
 				// The storage both holders write to is a Redis: the lock
 				// service's own when it is one, else --redis or an embedded one.
