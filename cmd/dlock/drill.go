@@ -181,10 +181,21 @@ func (f *drillFlags) output(c *cobra.Command, res result) error {
 	if f.report == "" {
 		return nil
 	}
-	if err := writeReport(f.report, sum); err != nil {
-		return err
+	return f.writeFile(c, "report", f.report, sum.WriteHTML)
+}
+
+// writeFile writes a file of the run (what: "report", "history") to path,
+// whose path was checked before the run, and says so: "report: PATH".
+func (f *drillFlags) writeFile(c *cobra.Command, what, path string, write func(io.Writer) error) error {
+	fh, err := os.Create(path)
+	if err == nil {
+		err = write(fh)
+		err = errors.Join(err, fh.Close())
 	}
-	fmt.Fprintf(f.infoOut(c), "report: %s\n", f.report)
+	if err != nil {
+		return fmt.Errorf("write %s %q: %w", what, path, unwrapPath(err))
+	}
+	fmt.Fprintf(f.infoOut(c), "%s: %s\n", what, path)
 	return nil
 }
 
@@ -267,19 +278,6 @@ func newContentionCmd() *cobra.Command {
 	c.Flags().DurationVar(&work, "work", 2*time.Millisecond, "time spent inside the lock")
 	allowZero(c, "work", "acquire and release at once")
 	return c
-}
-
-// writeReport writes the HTML report to path.
-func writeReport(path string, r *drill.Summary) error {
-	fh, err := os.Create(path)
-	if err == nil {
-		err = r.WriteHTML(fh)
-		err = errors.Join(err, fh.Close())
-	}
-	if err != nil {
-		return fmt.Errorf("write report %q: %w", path, unwrapPath(err))
-	}
-	return nil
 }
 
 // unwrapPath drops the *os.PathError around err (its path is named already).
