@@ -17,6 +17,7 @@ import (
 
 	dl "github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/cmd/dlock/backend"
+	"github.com/redis/go-redis/v9"
 )
 
 var updateDocs = flag.Bool("update-docs", false, "TestDocsOutput: write today's output into the marked blocks of README.md and docs/")
@@ -49,9 +50,6 @@ const outputMarker = "<!-- output:"
 // blocks (keeping their "$" lines and their "…"), for a change that alters
 // what the command prints.
 func TestDocsOutput(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: rerunning the docs' sample outputs takes minutes")
-	}
 	docs, _ := filepath.Glob("../../docs/*.md")
 	docs = append(docs, "../../README.md")
 	blocks := 0
@@ -350,8 +348,15 @@ func docsHolders(t *testing.T, args []string) []string {
 		held := hold(ctx, c.Lock("stock:1001"))
 		hold(held, c.Lock("stock:1001")) // re-entered: count 2
 		// inspect --pattern lists the oldest first, by the grant's time
-		// in milliseconds: the second lock is younger.
-		time.Sleep(5 * time.Millisecond)
+		// in milliseconds (Redis TIME): the second lock is younger, granted
+		// once the server's clock is past the first grant's millisecond.
+		rdb := redisOf(t, b.Addr)
+		first := redisMS(t, rdb)
+		for deadline := time.Now().Add(5 * time.Second); redisMS(t, rdb) <= first; {
+			if time.Now().After(deadline) {
+				t.Fatalf("Redis TIME stayed at %d ms for 5 s", first)
+			}
+		}
 		hold(ctx, c.Mutex("order:77:pay"))
 	} else {
 		hold(ctx, c.Mutex("scheduler"))
@@ -363,6 +368,16 @@ func docsHolders(t *testing.T, args []string) []string {
 		t.Fatalf("the doc's command names no %s: the test cannot point it at its server", flagName)
 	}
 	return out
+}
+
+// redisMS is the Redis server's clock (TIME) in milliseconds.
+func redisMS(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	now, err := rdb.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now.UnixMilli()
 }
 
 // compared is a block's output as the docs should now show it, and the

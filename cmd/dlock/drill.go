@@ -27,22 +27,38 @@ type drillFlags struct {
 }
 
 func (f *drillFlags) register(c *cobra.Command) {
-	c.Flags().StringVar(&f.redis, "redis", "", "Redis URL (redis://host:port/db); default: an embedded server")
+	f.registerRedis(c)
 	f.registerOutput(c)
+}
+
+// registerRedis registers --redis alone.
+func (f *drillFlags) registerRedis(c *cobra.Command) {
+	c.Flags().StringVar(&f.redis, "redis", "", "Redis URL (redis://host:port/db); default: an embedded server")
 }
 
 // registerOutput registers the output flags only (drills that start their
 // own servers take no --redis).
 func (f *drillFlags) registerOutput(c *cobra.Command) {
-	c.Flags().BoolVar(&f.json, "json", false, "print the figures as JSON")
+	f.registerJSON(c)
 	c.Flags().StringVar(&f.report, "report", "", "also write a self-contained HTML report to this file (checked before the run)")
 	outputFlag(c, "report")
+}
+
+// registerJSON registers --json alone (seckill writes no HTML report).
+func (f *drillFlags) registerJSON(c *cobra.Command) {
+	c.Flags().BoolVar(&f.json, "json", false, "print the figures as JSON")
 }
 
 // registerBackend registers --backend and the etcd and ZooKeeper
 // addresses, with --redis and the output flags.
 func (f *drillFlags) registerBackend(c *cobra.Command) {
 	f.register(c)
+	f.registerServices(c)
+}
+
+// registerServices registers --backend and the etcd and ZooKeeper
+// addresses alone.
+func (f *drillFlags) registerServices(c *cobra.Command) {
 	c.Flags().StringVar(&f.backend, "backend", backend.Redis, "lock service: "+strings.Join(backend.Kinds, ", "))
 	c.Flags().StringVar(&f.etcd, "etcd", "", "etcd endpoints (host:port,...); default: an embedded etcd member")
 	c.Flags().StringVar(&f.zk, "zk", "", "ZooKeeper servers (host:port,...); default: an embedded ZooKeeper server")
@@ -165,10 +181,21 @@ func (f *drillFlags) output(c *cobra.Command, res result) error {
 	if f.report == "" {
 		return nil
 	}
-	if err := writeReport(f.report, sum); err != nil {
-		return err
+	return f.writeFile(c, "report", f.report, sum.WriteHTML)
+}
+
+// writeFile writes a file of the run (what: "report", "history") to path,
+// whose path was checked before the run, and says so: "report: PATH".
+func (f *drillFlags) writeFile(c *cobra.Command, what, path string, write func(io.Writer) error) error {
+	fh, err := os.Create(path)
+	if err == nil {
+		err = write(fh)
+		err = errors.Join(err, fh.Close())
 	}
-	fmt.Fprintf(f.infoOut(c), "report: %s\n", f.report)
+	if err != nil {
+		return fmt.Errorf("write %s %q: %w", what, path, unwrapPath(err))
+	}
+	fmt.Fprintf(f.infoOut(c), "%s: %s\n", what, path)
 	return nil
 }
 
@@ -195,9 +222,6 @@ func newMisdeleteCmd() *cobra.Command {
 		Example: "  dlock drill misdelete\n  dlock drill misdelete --lease 1s --json",
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if lease <= 0 {
-				return usagef("--lease must be positive")
-			}
 			return f.with(c, backend.Redis, func(ctx context.Context, r *backend.Backend) (result, error) {
 				return drill.Misdelete(ctx, r, lease)
 			})
@@ -220,9 +244,6 @@ func newLeaseCmd() *cobra.Command {
 			"  dlock drill lease --scale 1 --backend zookeeper",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if lease <= 0 || work <= 0 || scale <= 0 {
-				return usagef("--lease, --work and --scale must be positive")
-			}
 			return f.with(c, f.backend, func(ctx context.Context, b *backend.Backend) (result, error) {
 				return drill.Lease(ctx, b, scaled(lease, scale), scaled(work, scale))
 			})
@@ -246,9 +267,6 @@ func newContentionCmd() *cobra.Command {
 			"  dlock drill contention --backend etcd --workers 64 --loops 20 --work 0s",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if workers < 1 || loops < 1 || work < 0 {
-				return usagef("--workers and --loops must be >= 1, --work >= 0")
-			}
 			return f.with(c, f.backend, func(ctx context.Context, b *backend.Backend) (result, error) {
 				return drill.Contention(ctx, b, workers, loops, work)
 			})
@@ -260,19 +278,6 @@ func newContentionCmd() *cobra.Command {
 	c.Flags().DurationVar(&work, "work", 2*time.Millisecond, "time spent inside the lock")
 	allowZero(c, "work", "acquire and release at once")
 	return c
-}
-
-// writeReport writes the HTML report to path.
-func writeReport(path string, r *drill.Summary) error {
-	fh, err := os.Create(path)
-	if err == nil {
-		err = r.WriteHTML(fh)
-		err = errors.Join(err, fh.Close())
-	}
-	if err != nil {
-		return fmt.Errorf("write report %q: %w", path, unwrapPath(err))
-	}
-	return nil
 }
 
 // unwrapPath drops the *os.PathError around err (its path is named already).
@@ -295,9 +300,6 @@ func newPauseCmd() *cobra.Command {
 		Example: "  dlock drill pause\n  dlock drill pause --lease 1s --json\n  dlock drill pause --backend etcd --lease 1s",
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if lease <= 0 {
-				return usagef("--lease must be positive")
-			}
 			return f.with(c, f.backend, func(ctx context.Context, b *backend.Backend) (result, error) {
 				// The storage both holders write to is a Redis: the lock
 				// service's own when it is one, else --redis or an embedded one.

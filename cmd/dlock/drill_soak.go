@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -69,6 +68,7 @@ check fails. Needs redis-server, etcd or ZooKeeper installed (scripts/install.sh
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			o.Backend = f.backend
+			o.History = history != ""
 			if _, ok := drill.SoakFaults[o.Backend]; !ok {
 				return usagef("--backend %q: want one of %s", o.Backend, strings.Join(backend.Kinds, ", "))
 			}
@@ -92,11 +92,7 @@ check fails. Needs redis-server, etcd or ZooKeeper installed (scripts/install.sh
 			}
 			out := f.output(c, res) // the results, then the report, then the history
 			if history != "" {
-				err := writeHistory(history, res)
-				if err == nil {
-					fmt.Fprintf(f.infoOut(c), "history: %s\n", history)
-				}
-				out = errors.Join(out, err)
+				out = errors.Join(out, f.writeFile(c, "history", history, res.WriteHistory))
 			}
 			return soakExit(res.OK(), out)
 		},
@@ -119,18 +115,4 @@ check fails. Needs redis-server, etcd or ZooKeeper installed (scripts/install.sh
 	fl.StringVar(&history, "history", "", "also write every event of the run to this file, one JSON object a line (checked before the run)")
 	outputFlag(c, "history")
 	return c
-}
-
-// writeHistory writes the soak's history to path (its path was checked
-// before the run), whatever the verdict.
-func writeHistory(path string, res *drill.SoakResult) error {
-	fh, err := os.Create(path)
-	if err == nil {
-		err = res.WriteHistory(fh)
-		err = errors.Join(err, fh.Close())
-	}
-	if err != nil {
-		return fmt.Errorf("write history %q: %w", path, unwrapPath(err))
-	}
-	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -23,8 +22,8 @@ func runProcess(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), runMainEnv+"=1", "DLOCK_REDIS_URL=", "REDIS_URL=", "DLOCK_DB=")
+	cmd := spawnSelf()(ctx, args) // as the drills start their children
+	cmd.Env = append(cmd.Env, "DLOCK_REDIS_URL=", "REDIS_URL=", "DLOCK_DB=")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = &out, &errb, strings.NewReader("")
 	err := cmd.Run()

@@ -197,8 +197,6 @@ func newInspectCmd() *cobra.Command {
 				return usagef("inspect: give a NAME or --pattern, not both")
 			case len(args) == 0 && pattern == "":
 				return usagef("inspect: give a lock NAME or --pattern GLOB")
-			case limit < 0:
-				return usagef("inspect: --limit must be >= 0")
 			}
 			kind, err := f.kind(c)
 			if err != nil {

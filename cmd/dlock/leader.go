@@ -29,10 +29,8 @@ prints what election.Observe saw (who led, from the holder metadata).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			switch {
-			case o.Replicas < 2 || o.Kills < 1:
-				return usagef("--replicas must be >= 2 and --kills >= 1")
-			case o.Session <= 0:
-				return usagef("--session must be positive")
+			case o.Replicas < 2: // 0 and below are the flag layer's (checkFlags)
+				return usagef("--replicas must be >= 2")
 			case f.backend == backend.Etcd && o.Session < time.Second:
 				return usagef("--session %v: etcd counts lease TTLs in whole seconds, at least 1s (see etcdlock.Config.TTL)", o.Session)
 			}

@@ -131,7 +131,10 @@ prededuct's stock.`,
 			return sum.WriteText(c.OutOrStdout())
 		},
 	}
-	f.registerBackend(c)
+	// The lock services and --json: seckill writes no HTML report.
+	f.registerRedis(c)
+	f.registerJSON(c)
+	f.registerServices(c)
 	c.Flags().IntVar(&o.Buyers, "buyers", 500, "buyers, one unit each")
 	c.Flags().IntVar(&o.Concurrency, "concurrency", drill.DefaultSeckillConcurrency, "buyers in flight at once")
 	c.Flags().BoolVar(&o.Keep, "keep", false, "leave the run's skus, orders and Redis keys in the --db and --redis you gave (default: removed)")
@@ -144,7 +147,6 @@ prededuct's stock.`,
 	c.Flags().Uint64Var(&o.Seed, "seed", 1, "seeds which replica serves which buyer")
 	allowZero(c, "seed", "a seed like any other")
 	allowZero(c, "stock", "nothing on sale: every buyer is turned away")
-	_ = c.Flags().MarkHidden("report")
 	return c
 }
 

@@ -175,6 +175,20 @@ func unreachable(kind, addr string, err error) error {
 	return &AddrError{Kind: kind, Addr: Redact(addr), Err: ErrUnreachable, Reason: Cause(err, addr)}
 }
 
+// checkFailed is the error of a server check (run under pctx, a bound
+// on ctx) that failed with err: ctx's own error if the caller gave up,
+// else an unreachable AddrError, its cause the check's deadline when that
+// ran out.
+func checkFailed(ctx, pctx context.Context, kind, addr string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if pctx.Err() != nil { // the check's own deadline
+		err = pctx.Err()
+	}
+	return unreachable(kind, addr, err)
+}
+
 // Cause returns err's text without what the caller's own message says
 // already: the "dlock: " a library puts in front, and every ": "-separated
 // part that names one of addrs (or a host:port inside them) — a library's
@@ -198,6 +212,9 @@ func Cause(err error, addrs ...string) string {
 		}
 	}
 	var keep []string
+	// "dlock: " goes before the parts are matched (a lone "dlock" part would
+	// be kept, and "no answer" lost); a colon left at the end is
+	// errline.Clean's, when the line is printed.
 	for _, p := range strings.Split(strings.ReplaceAll(err.Error(), "dlock: ", ""), ": ") {
 		if p = strings.TrimSpace(p); p == "" || slices.ContainsFunc(names, func(n string) bool { return strings.Contains(p, n) }) {
 			continue
@@ -207,7 +224,7 @@ func Cause(err error, addrs ...string) string {
 	if len(keep) == 0 {
 		return "no answer"
 	}
-	return strings.TrimRight(strings.Join(keep, ": "), ": ")
+	return strings.Join(keep, ": ")
 }
 
 // CheckAddr reads addr as Open would for kind, without connecting: an

@@ -39,13 +39,7 @@ func openEtcd(ctx context.Context, addr string) (*Backend, error) {
 		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 		defer cancel()
 		if _, err := cli.Status(pctx, eps[0]); err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			if pctx.Err() != nil { // the check's own deadline
-				err = pctx.Err()
-			}
-			return nil, unreachable(Etcd, addr, err)
+			return nil, checkFailed(ctx, pctx, Etcd, addr, err)
 		}
 		b.Desc = "etcd at " + b.Addr
 	} else {

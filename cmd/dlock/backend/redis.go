@@ -60,13 +60,7 @@ func PingRedis(ctx context.Context, rdb redis.UniversalClient, url string) error
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if pctx.Err() != nil { // the check's own deadline
-			err = pctx.Err()
-		}
-		return unreachable(Redis, url, err)
+		return checkFailed(ctx, pctx, Redis, url, err)
 	}
 	return nil
 }

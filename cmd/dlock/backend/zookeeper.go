@@ -32,13 +32,7 @@ func openZooKeeper(ctx context.Context, addr string) (*Backend, error) {
 		defer cancel()
 		c, err := zklock.Dial(pctx, b.Addr, zklock.Config{TTL: zkSession})
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			if pctx.Err() != nil { // the check's own deadline
-				err = pctx.Err()
-			}
-			return nil, unreachable(ZooKeeper, addr, err)
+			return nil, checkFailed(ctx, pctx, ZooKeeper, addr, err)
 		}
 		c.Close()
 		b.Desc = "zookeeper at " + b.Addr

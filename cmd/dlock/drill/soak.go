@@ -44,6 +44,9 @@ type SoakOptions struct {
 	Every  time.Duration // a fault starts every Every; default 10s
 	Down   time.Duration // and lasts Down before it is undone; default 3s
 	Seed   uint64
+	// History keeps every event of the run for SoakResult.WriteHistory
+	// (--history); without it no event is kept.
+	History bool
 	// Progress is called as the soak goes (done and total in seconds).
 	Progress func(what string, done, total int)
 }
@@ -189,7 +192,7 @@ type soak struct {
 	// plainDone counts the plain read-then-writes completed per name.
 	plainDone map[string]int64
 	storeErrs int64
-	events    []HistoryEvent // every event, for --history
+	events    []HistoryEvent // every event, for --history (o.History)
 }
 
 // soakStrike is one fault of the schedule as it happened.
@@ -397,8 +400,9 @@ func (s *soak) finalReads(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.event(s.tl.Since(), "reader", name, OpRead, EvReturned, tok, nil)
-		s.add(name, faults.Op{Kind: faults.Read, Client: "reader", Token: tok, OK: true, Call: call, Return: s.tl.Since()})
+		ret := s.tl.Since() // one instant for --history and the checked history
+		s.event(ret, "reader", name, OpRead, EvReturned, tok, nil)
+		s.add(name, faults.Op{Kind: faults.Read, Client: "reader", Token: tok, OK: true, Call: call, Return: ret})
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package drill
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"io"
 	"slices"
@@ -51,8 +52,12 @@ type HistoryEvent struct {
 	HeldNS int64 `json:"held_ns,omitempty"`
 }
 
-// event records one event of the history at t on the soak's clock.
+// event records one event of the history at t on the soak's clock (only
+// under o.History).
 func (s *soak) event(t time.Duration, who, name, op, ev string, token int64, err error) {
+	if !s.o.History {
+		return
+	}
 	e := HistoryEvent{T: int64(t), Client: who, Name: name, Op: op, Event: ev, Token: token}
 	if ev != EvInvoke {
 		e.Result = "ok"
@@ -65,8 +70,12 @@ func (s *soak) event(t time.Duration, who, name, op, ev string, token int64, err
 	s.mu.Unlock()
 }
 
-// lostEvent records a loss signal seen at t, the lease last seen held at held.
+// lostEvent records a loss signal seen at t, the lease last seen held at
+// held (only under o.History).
 func (s *soak) lostEvent(t, held time.Duration, who, name string, token int64) {
+	if !s.o.History {
+		return
+	}
 	s.mu.Lock()
 	s.events = append(s.events, HistoryEvent{T: int64(t), Client: who, Name: name, Op: OpLost, Event: EvSignal,
 		Token: token, Result: "ok", HeldNS: int64(held)})
@@ -74,18 +83,11 @@ func (s *soak) lostEvent(t, held time.Duration, who, name string, token int64) {
 }
 
 // WriteHistory writes every event of the soak, ordered by time (a client's
-// events in the order it made them), one JSON object a line.
+// events in the order it made them), one JSON object a line: none unless
+// the soak ran with SoakOptions.History.
 func (r *SoakResult) WriteHistory(w io.Writer) error {
 	events := slices.Clone(r.events)
-	slices.SortStableFunc(events, func(a, b HistoryEvent) int {
-		switch {
-		case a.T < b.T:
-			return -1
-		case a.T > b.T:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(events, func(a, b HistoryEvent) int { return cmp.Compare(a.T, b.T) })
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	for _, e := range events {

@@ -268,7 +268,8 @@ const (
 // 6000 in all, shared evenly between the faults), a mark at every strike
 // and undoing, an enlarged window on the first strike of each kind, and
 // the stretches left out (gaps: from the start, between the faults, to the
-// end), which the report marks as such.
+// end, and, where a fault's window has more spans than its share, from the
+// first span left out to the window's end), which the report marks as such.
 func soakReport(strikes []soakStrike, spans []Span, session, end time.Duration) ([]Span, []Mark, []Window, []Window) {
 	var marks []Mark
 	var zooms []Window
@@ -277,24 +278,33 @@ func soakReport(strikes []soakStrike, spans []Span, session, end time.Duration) 
 		marks = append(marks, Mark{AtMS: msf(st.At), Label: st.Kind + " " + st.Target}, Mark{AtMS: msf(st.Undone), Label: "undone"})
 		if !seen[st.Kind] {
 			seen[st.Kind] = true
-			zooms = append(zooms, Window{Title: fmt.Sprintf("The first %s, enlarged", st.Kind), FromMS: msf(st.At) - 300, ToMS: msf(st.Undone) + msf(session)/2})
+			zooms = append(zooms, Window{Title: fmt.Sprintf("The first %s, enlarged", st.Kind), FromMS: msf(st.At) - reportBefore, ToMS: msf(st.Undone) + msf(session)/2})
 		}
 	}
 	var out []Span
+	var gaps []Window
 	taken := map[int]bool{}
 	each := 6000 / max(1, len(strikes))
 	for _, st := range strikes {
 		n := 0
 		for i, sp := range spans {
-			if n < each && !taken[i] && sp.EndMS >= msf(st.At)-reportBefore && sp.StartMS <= msf(st.Undone)+reportAfter {
-				taken[i] = true
-				out = append(out, sp)
-				n++
+			if taken[i] || sp.EndMS < msf(st.At)-reportBefore || sp.StartMS > msf(st.Undone)+reportAfter {
+				continue
 			}
+			if n == each {
+				// The share is drawn: the rest of this window (spans are
+				// in start order) is marked, not silently dropped.
+				if to := msf(st.Undone) + reportAfter; to > sp.StartMS {
+					gaps = append(gaps, Window{Title: "holds not drawn", FromMS: sp.StartMS, ToMS: to})
+				}
+				break
+			}
+			taken[i] = true
+			out = append(out, sp)
+			n++
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Span) int { return cmp.Compare(a.StartMS, b.StartMS) })
-	var gaps []Window
 	from := 0.0
 	for _, st := range strikes {
 		if to := msf(st.At) - reportBefore; to > from {
@@ -305,6 +315,7 @@ func soakReport(strikes []soakStrike, spans []Span, session, end time.Duration) 
 	if len(strikes) > 0 && msf(end) > from {
 		gaps = append(gaps, Window{Title: "holds not drawn", FromMS: from, ToMS: msf(end)})
 	}
+	slices.SortStableFunc(gaps, func(a, b Window) int { return cmp.Compare(a.FromMS, b.FromMS) })
 	return out, marks, zooms, gaps
 }
 

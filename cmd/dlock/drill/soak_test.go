@@ -2,6 +2,7 @@ package drill
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -199,5 +200,53 @@ func TestSoakFiguresAndReport(t *testing.T) {
 	}
 	if !strings.Contains(page, "not drawn: the holds between the stretches shown") {
 		t.Error("the report's key does not explain the gap marker")
+	}
+}
+
+// TestSoakReportMarksBeyondCap: a fault's window with more spans than its
+// share of the report's 6000 draws the share and marks the rest of the
+// window "not drawn" (from the first span left out to the window's end)
+// instead of leaving it blank as if nobody held the lock.
+func TestSoakReportMarksBeyondCap(t *testing.T) {
+	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	strikes := []soakStrike{{Kind: FaultPause, Target: "redis-server", At: ms(1000), Undone: ms(1500)}}
+	// 7000 spans, in start order, 0.2 ms apart from the window's start
+	// (700 ms): the 6001st starts at 1900 ms, the window ends at 2500 ms.
+	var spans []Span
+	for i := range 7000 {
+		start := 700 + float64(i)*0.2
+		spans = append(spans, Span{Lane: "soak-0", Who: "w0", Token: int64(i + 1), StartMS: start, EndMS: start + 0.1})
+	}
+	out, _, _, gaps := soakReport(strikes, spans, 2*time.Second, ms(4000))
+	if len(out) != 6000 {
+		t.Errorf("%d spans drawn, want the share, 6000", len(out))
+	}
+	var got []string
+	covered := false
+	for _, g := range gaps {
+		got = append(got, fmt.Sprintf("%.0f-%.0f", g.FromMS, g.ToMS))
+		if g.FromMS <= spans[6000].StartMS+1e-9 && g.ToMS >= 2500 {
+			covered = true
+		}
+	}
+	if !covered {
+		t.Errorf("the window's spans past the cap (from %.1f ms to 2500 ms) are not marked (gaps: %v)", spans[6000].StartMS, got)
+	}
+	if !slices.Contains(got, "0-700") || !slices.Contains(got, "2500-4000") {
+		t.Errorf("gaps %v, want 0-700 and 2500-4000 besides", got)
+	}
+}
+
+// TestSoakHistoryOnlyWhenAsked: a soak keeps its events only under
+// SoakOptions.History (--history): the hot path takes no lock for them
+// otherwise, and the run's memory does not grow with them.
+func TestSoakHistoryOnlyWhenAsked(t *testing.T) {
+	for _, history := range []bool{false, true} {
+		s := newSoak(SoakOptions{Backend: "redis", History: history}, &soakStore{})
+		s.event(time.Millisecond, "w0", "soak-0", OpAcquire, EvInvoke, 0, nil)
+		s.lostEvent(2*time.Millisecond, time.Millisecond, "w0", "soak-0", 1)
+		if want := map[bool]int{false: 0, true: 2}[history]; len(s.events) != want {
+			t.Errorf("History %v: %d events kept, want %d", history, len(s.events), want)
+		}
 	}
 }
