@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock/cmd/dlock/errline"
+	"github.com/dlockgo/dlock/dlocktest"
 	"github.com/dlockgo/dlock/internal/freeport"
 )
 
@@ -44,18 +45,13 @@ func runProcess(t *testing.T, args ...string) (int, string, string) {
 // named exactly once.
 func checkErrorLine(stderr, say string) error {
 	line := strings.TrimSuffix(stderr, "\n")
-	switch {
-	case line == "" || strings.Contains(line, "\n"):
+	if line == "" {
 		return fmt.Errorf("want one line on stderr, got %q", stderr)
-	case !strings.HasPrefix(line, errline.Prefix):
-		return fmt.Errorf("does not start with %q: %q", errline.Prefix, line)
-	case strings.Count(line, "dlock:") != 1:
-		return fmt.Errorf("says \"dlock:\" more than once: %q", line)
-	case errline.Repeats(line) != "":
-		return fmt.Errorf("repeats %q: %q", errline.Repeats(line), line)
-	case strings.HasSuffix(strings.TrimSpace(line), ":"):
-		return fmt.Errorf("ends with a dangling colon: %q", line)
-	case say != "" && strings.Count(line, say) != 1:
+	}
+	if p := dlocktest.TextProblem(line, errline.Prefix); p != "" {
+		return fmt.Errorf("%s: %q", p, stderr)
+	}
+	if say != "" && strings.Count(line, say) != 1 {
 		return fmt.Errorf("names %q %d times, want once: %q", say, strings.Count(line, say), line)
 	}
 	return nil

@@ -92,16 +92,3 @@ func dropRepeatedWords(s string) string {
 func norm(w string) string {
 	return strings.ToLower(strings.TrimFunc(w, func(r rune) bool { return unicode.IsPunct(r) && r != '-' && r != '"' }))
 }
-
-// Repeats returns the first word of line that repeats the word before it
-// (case and punctuation aside), or "" if none does: what a test of the
-// command's error lines checks.
-func Repeats(line string) string {
-	words := strings.Fields(line)
-	for i := 1; i < len(words); i++ {
-		if n := norm(words[i]); n != "" && n == norm(words[i-1]) {
-			return words[i]
-		}
-	}
-	return ""
-}

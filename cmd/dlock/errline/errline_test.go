@@ -18,14 +18,3 @@ func TestErrlineClean(t *testing.T) {
 		}
 	}
 }
-
-// Repeats finds a word that repeats the word before it, case and
-// punctuation aside, and nothing in a line without one.
-func TestRepeats(t *testing.T) {
-	if got := Repeats(`dlock: unlock Unlock: "a"`); got != "Unlock:" {
-		t.Errorf("Repeats: %q, want %q", got, "Unlock:")
-	}
-	if got := Repeats(`dlock: connect redis "redis://x": unreachable`); got != "" {
-		t.Errorf("Repeats: %q, want none", got)
-	}
-}
