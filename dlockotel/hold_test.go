@@ -275,7 +275,7 @@ func TestReleaseFailure(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
 	r := newRigOn(t, rdb, dlock.Config{})
-	ctx := context.Background()
+	ctx := testCtx(t)
 	ok, err := r.c.Mutex("order:1").Acquire(ctx, dlock.Wait(0))
 	if err != nil {
 		t.Fatal(err)
