@@ -114,7 +114,7 @@ func (f *drillFlags) checkAddrs() error {
 	return nil
 }
 
-// openError marks an error of backend.Open (or backend.ParseRedisURL)
+// openError marks an error of backend.Open (or backend.NewRedisClient)
 // that comes from the command line as bad input, naming the flag that gave
 // it: `--redis "x": invalid URL scheme (want …)`. Any other (a server that
 // does not answer, one that could not be started) is a runtime failure.

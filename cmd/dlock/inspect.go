@@ -145,11 +145,11 @@ func (f *adminFlags) open(c *cobra.Command) (locks *dl.Client, done func(), err 
 		}
 		rdb = redis.NewClusterClient(o)
 	} else {
-		o, err := backend.ParseRedisURL(f.redis)
+		c, err := backend.NewRedisClient(f.redis)
 		if err != nil {
 			return nil, nil, openError("redis", err)
 		}
-		rdb = redis.NewClient(o)
+		rdb = c
 	}
 	if err := backend.PingRedis(c.Context(), rdb, f.redis); err != nil {
 		_ = rdb.Close()

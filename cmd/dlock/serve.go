@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	dl "github.com/dlockgo/dlock" // dl: "dlock" is taken by the tests' helper
@@ -128,11 +127,10 @@ func runServe(ctx context.Context, cfg serveConfig, out, errOut io.Writer) error
 	if err != nil {
 		return err
 	}
-	ropt, err := backend.ParseRedisURL(cfg.redisURL)
+	rdb, err := backend.NewRedisClient(cfg.redisURL)
 	if err != nil {
 		return openError("redis", err)
 	}
-	rdb := redis.NewClient(ropt)
 	defer rdb.Close()
 	from := cfg.redisFrom
 	if from == "" {
@@ -226,7 +224,7 @@ func runServe(ctx context.Context, cfg serveConfig, out, errOut io.Writer) error
 	// errors above are one line each).
 	fmt.Fprintln(errOut, serverLine(cfg.redisURL, from))
 	fmt.Fprintf(out, "dlock serve: strategy %s, %s database, redis %s, listening on http://%s\n",
-		strat.Name(), store.Kind(), ropt.Addr, ln.Addr())
+		strat.Name(), store.Kind(), backend.RedisServer(cfg.redisURL), ln.Addr())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 

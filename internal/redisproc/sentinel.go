@@ -110,18 +110,50 @@ func StartSentinel(ctx context.Context, o SentinelOptions) (*Sentinel, error) {
 	if err := s.waitReplicas(ctx, o.Replicas); err != nil {
 		return fail(err)
 	}
-	conf := sentinelConf(o, sentinelPort, o.Sentinels/2+1)
-	for range o.Sentinels {
-		sn, err := launch(ctx, dir, 0, false, conf)
-		if err != nil {
-			return fail(err)
-		}
-		s.Sentinels = append(s.Sentinels, sn)
-	}
-	if err := s.waitSentinels(ctx, sentinelPort, o.Replicas); err != nil {
+	if err := s.startSentinels(ctx, o, sentinelPort); err != nil {
 		return fail(err)
 	}
 	return s, nil
+}
+
+// StartSentinels starts o.Sentinels Sentinels, with a majority quorum,
+// monitoring a master the caller runs: it listens on 127.0.0.1:masterPort
+// (as the Sentinels and their clients reach it) and has o.Replicas replicas
+// online. It returns once every Sentinel reports the master up with all
+// replicas and all other Sentinels known. The result's Master and Replicas
+// are nil (the caller owns those servers); Close closes the Sentinels.
+// o.MasterArgs, o.ReplicaArgs and o.Route are not used.
+func StartSentinels(ctx context.Context, o SentinelOptions, masterPort int) (*Sentinel, error) {
+	o.Sentinels = orDefault(o.Sentinels, 3)
+	o.MasterName = orDefault(o.MasterName, "mymaster")
+	o.DownAfter = orDefault(o.DownAfter, time.Second)
+	o.FailoverTimeout = orDefault(o.FailoverTimeout, 3*time.Second)
+	dir, err := os.MkdirTemp(o.Dir, "redis-sentinel-")
+	if err != nil {
+		return nil, fmt.Errorf("redisproc: %w", err)
+	}
+	s := &Sentinel{MasterName: o.MasterName, dir: dir}
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	if err := s.startSentinels(ctx, o, masterPort); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// startSentinels starts o.Sentinels Sentinels monitoring the master at
+// 127.0.0.1:masterPort and waits until they see it with o.Replicas replicas.
+func (s *Sentinel) startSentinels(ctx context.Context, o SentinelOptions, masterPort int) error {
+	conf := sentinelConf(o, masterPort, o.Sentinels/2+1)
+	for range o.Sentinels {
+		sn, err := launch(ctx, s.dir, 0, false, conf)
+		if err != nil {
+			return err
+		}
+		s.Sentinels = append(s.Sentinels, sn)
+	}
+	return s.waitSentinels(ctx, masterPort, o.Replicas)
 }
 
 // orDefault returns v, or def if v is the zero value.
@@ -163,9 +195,15 @@ sentinel parallel-syncs %s 1
 
 // waitReplicas waits until the master reports n replicas in state online.
 func (s *Sentinel) waitReplicas(ctx context.Context, n int) error {
-	c := redis.NewClient(clientOptions(s.Master.Addr()))
+	return WaitReplicas(ctx, s.Master.Addr(), n)
+}
+
+// WaitReplicas waits until the master at addr reports n replicas in state
+// online (INFO replication), or ctx ends.
+func WaitReplicas(ctx context.Context, addr string, n int) error {
+	c := redis.NewClient(clientOptions(addr))
 	defer c.Close()
-	return poll(ctx, "replicas of "+s.Master.Addr(), func(ctx context.Context) error {
+	return poll(ctx, "replicas of "+addr, func(ctx context.Context) error {
 		info, err := c.Info(ctx, "replication").Result()
 		if err != nil {
 			return err
@@ -320,11 +358,39 @@ func (s *Sentinel) ServerByAddr(addr string) *Server {
 }
 
 func (s *Sentinel) all() []*Server {
-	return slices.Concat(s.Sentinels, s.Replicas, []*Server{s.Master})
+	all := slices.Concat(s.Sentinels, s.Replicas)
+	if s.Master != nil {
+		all = append(all, s.Master)
+	}
+	return all
 }
 
 // Close closes the Sentinels, the replicas and the master, and removes the
 // setup's directory. It is idempotent.
 func (s *Sentinel) Close() error {
 	return errors.Join(closeAll(s.all()), os.RemoveAll(s.dir))
+}
+
+// Failover asks a running Sentinel for a failover of the master (SENTINEL
+// FAILOVER: a replica is promoted without the master being down), asking
+// again while the Sentinels answer that no replica can be promoted yet or
+// that a failover is in progress, until ctx ends. It returns once a
+// Sentinel accepted; WaitForFailover waits for the promotion.
+func (s *Sentinel) Failover(ctx context.Context) error {
+	return poll(ctx, "SENTINEL FAILOVER "+s.MasterName, func(ctx context.Context) error {
+		var errs []error
+		for _, sn := range s.Sentinels {
+			if !sn.Running() {
+				continue
+			}
+			c := redis.NewSentinelClient(clientOptions(sn.Addr()))
+			err := c.Failover(ctx, s.MasterName).Err()
+			c.Close()
+			if err == nil {
+				return nil
+			}
+			errs = append(errs, fmt.Errorf("sentinel %s: %w", sn.Addr(), err))
+		}
+		return errors.Join(errs...)
+	})
 }

@@ -236,7 +236,7 @@ func CheckAddr(kind, addr string) error {
 	}
 	switch strings.ToLower(kind) {
 	case "", Redis:
-		_, err := ParseRedisURL(addr)
+		_, err := parseRedisURL(addr)
 		return err
 	case Etcd:
 		_, err := splitAddrs(Etcd, addr)

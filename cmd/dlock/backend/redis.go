@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
+	neturl "net/url"
 	"os/exec"
 	"strings"
 	"time"
@@ -21,16 +21,15 @@ import (
 func openRedis(ctx context.Context, url string) (*Backend, error) {
 	b := &Backend{Kind: Redis, Addr: url}
 	if url != "" {
-		o, err := ParseRedisURL(url)
+		c, err := NewRedisClient(url)
 		if err != nil {
 			return nil, err
 		}
-		c := redis.NewClient(o)
 		defer c.Close()
 		if err := PingRedis(ctx, c, url); err != nil {
 			return nil, err
 		}
-		b.Desc = "redis at " + o.Addr
+		b.Desc = "redis at " + RedisServer(url)
 	} else if _, err := exec.LookPath("redis-server"); err == nil {
 		s, err := redisproc.Start(ctx, redisproc.Options{})
 		if err != nil {
@@ -67,16 +66,52 @@ func PingRedis(ctx context.Context, rdb redis.UniversalClient, url string) error
 
 // redisURLs is what a Redis URL looks like, for the error of one that
 // cannot be read.
-const redisURLs = "want redis://host:port/db or rediss://host:port/db"
+const redisURLs = "want redis://host:port/db, rediss://host:port/db or redis://sentinel:port/db?master_name=NAME"
 
-// ParseRedisURL reads a Redis URL as go-redis does: an AddrError wrapping
-// ErrBadAddress if it cannot.
-func ParseRedisURL(url string) (*redis.Options, error) {
+// NewRedisClient returns a go-redis client for a Redis URL, read as go-redis
+// reads it, without connecting: redis://host:port/db talks to that server;
+// with master_name=NAME in the query the host is a Sentinel (addr=host:port
+// names more of them) and the client follows NAME's master through
+// failovers (go-redis's failover URL). An AddrError wrapping ErrBadAddress
+// if url cannot be read.
+func NewRedisClient(url string) (*redis.Client, error) {
+	newClient, err := parseRedisURL(url)
+	if err != nil {
+		return nil, err
+	}
+	return newClient(), nil
+}
+
+// RedisServer says which server a Redis URL names, for messages: its
+// host:port, or `master "NAME" via Sentinel host:port,...`.
+func RedisServer(url string) string {
+	if o, err := redis.ParseFailoverURL(url); err == nil && o.MasterName != "" {
+		return fmt.Sprintf("master %q via Sentinel %s", o.MasterName, strings.Join(o.SentinelAddrs, ","))
+	}
+	if o, err := redis.ParseURL(url); err == nil {
+		return o.Addr
+	}
+	return Redact(url)
+}
+
+// parseRedisURL reads a Redis URL (NewRedisClient) and returns how to make
+// its client.
+func parseRedisURL(url string) (func() *redis.Client, error) {
+	if u, err := neturl.Parse(url); err == nil && u.Query().Has("master_name") {
+		o, err := redis.ParseFailoverURL(url)
+		if err == nil && o.MasterName == "" {
+			err = errors.New("redis: empty master_name")
+		}
+		if err != nil {
+			return nil, badAddress(Redis, url, urlReason(err))
+		}
+		return func() *redis.Client { return redis.NewFailoverClient(o) }, nil
+	}
 	o, err := redis.ParseURL(url)
 	if err != nil {
 		return nil, badAddress(Redis, url, urlReason(err))
 	}
-	return o, nil
+	return func() *redis.Client { return redis.NewClient(o) }, nil
 }
 
 // ParseRedisClusterURL reads the URL of a Redis Cluster node as go-redis
@@ -99,7 +134,7 @@ func urlReason(err error) string {
 
 // Redact hides the password of a URL, for messages.
 func Redact(s string) string {
-	u, err := url.Parse(s)
+	u, err := neturl.Parse(s)
 	if err != nil || u.User == nil {
 		return s
 	}
@@ -113,11 +148,7 @@ func (b *Backend) RedisClient() (*redis.Client, error) {
 	if b.Kind != Redis {
 		return nil, fmt.Errorf("%s is not a Redis", b.Desc)
 	}
-	o, err := redis.ParseURL(b.Addr)
-	if err != nil {
-		return nil, err
-	}
-	return redis.NewClient(o), nil
+	return NewRedisClient(b.Addr)
 }
 
 // redisClient is one actor's go-redis client and dlock client.
@@ -133,11 +164,10 @@ func newRedisClient(url string, o ClientOptions) (Client, error) {
 	if o.Session < 0 {
 		return nil, fmt.Errorf("%w: negative session %v", dlock.ErrInvalidDuration, o.Session)
 	}
-	ro, err := redis.ParseURL(url)
+	rdb, err := NewRedisClient(url)
 	if err != nil {
 		return nil, err
 	}
-	rdb := redis.NewClient(ro)
 	locks, err := dlock.New(rdb, dlock.Config{Prefix: o.Prefix, Label: o.Label, Observer: o.Observer, TTL: o.Session})
 	if err != nil {
 		rdb.Close()

@@ -51,18 +51,28 @@ type SoakOptions struct {
 	Progress func(what string, done, total int)
 }
 
-// FaultLatency delays every reply of the Redis server past the session
-// (toxiproxy latency of session + 500 ms) for Down.
-const FaultLatency = "latency"
+// Faults of the Redis soak only.
+const (
+	// FaultLatency delays every reply of the Redis master past the session
+	// (toxiproxy latency of session + 500 ms) for Down.
+	FaultLatency = "latency"
+	// FaultFailover is a failover by the Sentinels (SENTINEL FAILOVER): the
+	// replica becomes the master and the clients follow; it is over once
+	// the old master has rejoined as the new one's replica.
+	FaultFailover = "failover"
+)
 
 // SoakFaults lists the faults each backend's soak can inject. On Redis they
-// strike the one redis-server (kept on disk with appendfsync always, so a
-// SIGKILL and restart keeps the locks): FaultPause, FaultKill,
-// FaultCutClients (its clients' link black-holed) and FaultLatency. On etcd
-// and ZooKeeper they strike the leader of the moment, as the consensus
-// failover drill does (FaultPartition: cut off from its peers).
+// strike the master of the moment of a master, its replica and three
+// Sentinels (each server kept on disk with appendfsync always, so a SIGKILL
+// and restart keeps the locks; every grant waits for the replica's
+// acknowledgement, ReplicaAck): FaultPause, FaultKill, FaultCutClients (its
+// address black-holed: its clients, the Sentinels and the replica reach it
+// there), FaultLatency and FaultFailover. On etcd and ZooKeeper they strike
+// the leader of the moment, as the consensus failover drill does
+// (FaultPartition: cut off from its peers).
 var SoakFaults = map[string][]string{
-	backend.Redis:     {FaultPause, FaultKill, FaultCutClients, FaultLatency},
+	backend.Redis:     {FaultPause, FaultKill, FaultCutClients, FaultLatency, FaultFailover},
 	backend.Etcd:      {FaultPartition, FaultKill, FaultPause, FaultCutClients},
 	backend.ZooKeeper: {FaultPartition, FaultKill, FaultPause, FaultCutClients},
 }
@@ -142,6 +152,7 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 	defer st.close()
 
 	s := newSoak(o, st)
+	s.acquireOpts = target.options()
 	clients := make([]backend.Client, o.Workers)
 	for w := range clients {
 		c, err := b.NewClient(ctx, backend.ClientOptions{Label: "w" + strconv.Itoa(w), Session: o.Session})
@@ -181,6 +192,8 @@ type soak struct {
 	tl    *Timeline
 	store *soakStore
 	names []string
+	// acquireOpts are the target's options for every acquire.
+	acquireOpts []dlock.Option
 
 	// nextStrike is when the next fault strikes, on tl's clock: a hold
 	// granted less than beforeStrike before it lasts through the fault.
@@ -274,7 +287,7 @@ func (s *soak) worker(ctx context.Context, w int, lock func(string) dlock.Locker
 	rng := rand.New(rand.NewPCG(s.o.Seed, uint64(w)))
 	who := "w" + strconv.Itoa(w)
 	// A bounded wait: a worker queued behind a dead connection tries again.
-	opts := []dlock.Option{dlock.Wait(2*session + s.o.Down)}
+	opts := append([]dlock.Option{dlock.Wait(2*session + s.o.Down)}, s.acquireOpts...)
 	for ctx.Err() == nil {
 		name := s.names[rng.IntN(len(s.names))]
 		call := s.tl.Since()
