@@ -33,7 +33,7 @@ func (f *drillFlags) register(c *cobra.Command) {
 
 // registerRedis registers --redis alone.
 func (f *drillFlags) registerRedis(c *cobra.Command) {
-	c.Flags().StringVar(&f.redis, "redis", "", "Redis URL (redis://host:port/db); default: an embedded server")
+	c.Flags().StringVar(&f.redis, "redis", "", "Redis URL (redis://host:port/db; with ?master_name=NAME, a Sentinel); default: an embedded server")
 }
 
 // registerOutput registers the output flags only (drills that start their

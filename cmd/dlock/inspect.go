@@ -54,7 +54,7 @@ type adminFlags struct {
 // register registers the flags of an operator command; redisOnly leaves
 // out the etcd and ZooKeeper ones (--backend stays, to say so).
 func (f *adminFlags) register(c *cobra.Command, redisOnly bool) {
-	c.Flags().StringVar(&f.redis, "redis", defaultAdminRedis, "Redis URL (redis:// or rediss://host:port/db)")
+	c.Flags().StringVar(&f.redis, "redis", defaultAdminRedis, "Redis URL (redis:// or rediss://host:port/db; with ?master_name=NAME, a Sentinel)")
 	c.Flags().BoolVar(&f.cluster, "cluster", false, "the URL names a Redis Cluster node (more seeds: ?addr=host:port&addr=...)")
 	c.Flags().BoolVar(&f.json, "json", false, "print JSON: snake_case keys, durations in ms (ttl_ms; -1: no TTL), times in RFC 3339, [] when empty")
 	if redisOnly {

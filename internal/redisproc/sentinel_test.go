@@ -2,6 +2,7 @@ package redisproc
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -74,4 +75,45 @@ func TestSentinelFailover(t *testing.T) {
 	eventually(t, 10*time.Second, "SET via old failover client", func(ctx context.Context) error {
 		return before.Set(ctx, "k", "after2", 0).Err()
 	})
+}
+
+// StartSentinels monitors a master the caller runs; Failover (SENTINEL
+// FAILOVER, the master up) promotes its replica; the Sentinels then make
+// the old master the new one's replica, which WaitReplicas sees.
+func TestStartSentinelsFailover(t *testing.T) {
+	ctx := testCtx(t, 60*time.Second)
+	servers, err := StartMasters(ctx, 2, Options{Args: []string{"--repl-diskless-sync-delay", "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range servers {
+		closeLater(t, s)
+	}
+	master, replica := servers[0], servers[1]
+	c := redis.NewClient(clientOptions(replica.Addr()))
+	closeLater(t, c)
+	if err := c.ReplicaOf(ctx, "127.0.0.1", strconv.Itoa(master.Port())).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitReplicas(ctx, master.Addr(), 1); err != nil {
+		t.Fatal(err)
+	}
+	st, err := StartSentinels(ctx, SentinelOptions{Replicas: 1, DownAfter: time.Minute}, master.Port())
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeLater(t, st)
+	if st.Master != nil || len(st.Sentinels) != 3 || st.ServerByAddr(master.Addr()) != nil {
+		t.Fatalf("master %v, %d sentinels: want only the Sentinels", st.Master, len(st.Sentinels))
+	}
+	if err := st.Failover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := st.WaitForFailover(ctx, master.Addr())
+	if err != nil || addr != replica.Addr() {
+		t.Fatalf("promoted %q, %v; want the replica %s", addr, err, replica.Addr())
+	}
+	if err := WaitReplicas(ctx, replica.Addr(), 1); err != nil {
+		t.Fatalf("the old master did not rejoin as a replica: %v", err)
+	}
 }

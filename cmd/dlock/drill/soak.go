@@ -226,12 +226,16 @@ func (s *soak) add(name string, op faults.Op) {
 }
 
 // schedule strikes a fault every o.Every (in turn, while a whole fault and
-// its undoing fit before the end) and returns when o.Duration is over.
+// its undoing fit before the end) and returns when o.Duration is over. A
+// fault whose undoing took longer than o.Down (a failover is over once the
+// group is whole again) is followed by o.Every - o.Down without a fault, as
+// every other one is, so that its recovery is seen.
 func (s *soak) schedule(ctx context.Context, t soakTarget) error {
 	o := s.o
 	total := int(o.Duration / time.Second)
+	var undone time.Duration // when the last fault was undone
 	for i := 0; ; i++ {
-		next := time.Duration(i+1) * o.Every
+		next := max(time.Duration(i+1)*o.Every, undone+o.Every-o.Down)
 		if o.Progress != nil {
 			o.Progress("soak", min(int(s.tl.Since()/time.Second), total), total)
 		}
@@ -262,6 +266,7 @@ func (s *soak) schedule(ctx context.Context, t soakTarget) error {
 			st.Err = firstLine(err.Error())
 		}
 		st.Undone = s.tl.Since()
+		undone = st.Undone
 		s.record(st)
 	}
 	err := sleep(ctx, o.Duration-s.tl.Since())
