@@ -227,15 +227,20 @@ func (s *soak) add(name string, op faults.Op) {
 
 // schedule strikes a fault every o.Every (in turn, while a whole fault and
 // its undoing fit before the end) and returns when o.Duration is over. A
-// fault whose undoing took longer than o.Down (a failover is over once the
-// group is whole again) is followed by o.Every - o.Down without a fault, as
-// every other one is, so that its recovery is seen.
+// failover is over only once the group is whole again, which takes longer
+// than o.Every: it moves the rest of the schedule, so that the next fault
+// comes o.Every - o.Down after it, as after any other, and its recovery is
+// seen. (Any other fault whose undoing runs late is followed at once.)
 func (s *soak) schedule(ctx context.Context, t soakTarget) error {
 	o := s.o
 	total := int(o.Duration / time.Second)
-	var undone time.Duration // when the last fault was undone
+	var failedOver, shift time.Duration // when the last failover was over; how far the schedule moved
 	for i := 0; ; i++ {
-		next := max(time.Duration(i+1)*o.Every, undone+o.Every-o.Down)
+		next := time.Duration(i+1)*o.Every + shift
+		if failedOver+o.Every-o.Down > next {
+			shift += failedOver + o.Every - o.Down - next
+			next = failedOver + o.Every - o.Down
+		}
 		if o.Progress != nil {
 			o.Progress("soak", min(int(s.tl.Since()/time.Second), total), total)
 		}
@@ -266,7 +271,9 @@ func (s *soak) schedule(ctx context.Context, t soakTarget) error {
 			st.Err = firstLine(err.Error())
 		}
 		st.Undone = s.tl.Since()
-		undone = st.Undone
+		if kind == FaultFailover {
+			failedOver = st.Undone
+		}
 		s.record(st)
 	}
 	err := sleep(ctx, o.Duration-s.tl.Since())
