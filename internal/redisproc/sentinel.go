@@ -53,17 +53,11 @@ type Sentinel struct {
 // Sentinel) in their Dir. All servers replicate diskless without delay.
 // On error everything already started is closed.
 func StartSentinel(ctx context.Context, o SentinelOptions) (*Sentinel, error) {
-	o.Replicas = orDefault(o.Replicas, 1)
-	o.Sentinels = orDefault(o.Sentinels, 3)
-	o.MasterName = orDefault(o.MasterName, "mymaster")
-	o.DownAfter = orDefault(o.DownAfter, time.Second)
-	o.FailoverTimeout = orDefault(o.FailoverTimeout, 3*time.Second)
-
-	dir, err := os.MkdirTemp(o.Dir, "redis-sentinel-")
+	s, err := newSentinel(&o)
 	if err != nil {
-		return nil, fmt.Errorf("redisproc: %w", err)
+		return nil, err
 	}
-	s := &Sentinel{MasterName: o.MasterName, dir: dir}
+	dir := s.dir
 	fail := func(err error) (*Sentinel, error) {
 		s.Close()
 		return nil, err
@@ -119,11 +113,28 @@ func StartSentinel(ctx context.Context, o SentinelOptions) (*Sentinel, error) {
 // StartSentinels starts o.Sentinels Sentinels, with a majority quorum,
 // monitoring a master the caller runs: it listens on 127.0.0.1:masterPort
 // (as the Sentinels and their clients reach it) and has o.Replicas replicas
-// online. It returns once every Sentinel reports the master up with all
+// online (default 1). It returns once every Sentinel reports the master up with all
 // replicas and all other Sentinels known. The result's Master and Replicas
 // are nil (the caller owns those servers); Close closes the Sentinels.
 // o.MasterArgs, o.ReplicaArgs and o.Route are not used.
 func StartSentinels(ctx context.Context, o SentinelOptions, masterPort int) (*Sentinel, error) {
+	s, err := newSentinel(&o)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	if err := s.startSentinels(ctx, o, masterPort); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// newSentinel fills in o's defaults and returns an empty setup with its
+// temporary directory.
+func newSentinel(o *SentinelOptions) (*Sentinel, error) {
+	o.Replicas = orDefault(o.Replicas, 1)
 	o.Sentinels = orDefault(o.Sentinels, 3)
 	o.MasterName = orDefault(o.MasterName, "mymaster")
 	o.DownAfter = orDefault(o.DownAfter, time.Second)
@@ -132,14 +143,7 @@ func StartSentinels(ctx context.Context, o SentinelOptions, masterPort int) (*Se
 	if err != nil {
 		return nil, fmt.Errorf("redisproc: %w", err)
 	}
-	s := &Sentinel{MasterName: o.MasterName, dir: dir}
-	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
-	defer cancel()
-	if err := s.startSentinels(ctx, o, masterPort); err != nil {
-		s.Close()
-		return nil, err
-	}
-	return s, nil
+	return &Sentinel{MasterName: o.MasterName, dir: dir}, nil
 }
 
 // startSentinels starts o.Sentinels Sentinels monitoring the master at
@@ -259,6 +263,30 @@ func clientOptions(addr string) *redis.Options {
 		Protocol:        2,
 		DisableIdentity: true,
 	}
+}
+
+// URL returns the go-redis failover URL of the setup: its master's name
+// and every Sentinel (redis://sentinel/0?master_name=NAME&addr=...), for a
+// client that follows the master through failovers.
+func (s *Sentinel) URL() string {
+	addrs := s.SentinelAddrs()
+	u := "redis://" + addrs[0] + "/0?master_name=" + s.MasterName
+	for _, a := range addrs[1:] {
+		u += "&addr=" + a
+	}
+	return u
+}
+
+// ReplicaOf makes the server at addr a replica of the master at master
+// (host:port) at run time (REPLICAOF), so that a restart brings it back as
+// a master.
+func ReplicaOf(ctx context.Context, addr, master string) error {
+	host, port, err := net.SplitHostPort(master)
+	if err != nil {
+		return fmt.Errorf("redisproc: %w", err)
+	}
+	_, err = command(ctx, addr, "REPLICAOF", host, port)
+	return err
 }
 
 // SentinelAddrs returns the addresses of the Sentinels.

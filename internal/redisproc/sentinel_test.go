@@ -2,7 +2,6 @@ package redisproc
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
@@ -90,9 +89,7 @@ func TestStartSentinelsFailover(t *testing.T) {
 		closeLater(t, s)
 	}
 	master, replica := servers[0], servers[1]
-	c := redis.NewClient(clientOptions(replica.Addr()))
-	closeLater(t, c)
-	if err := c.ReplicaOf(ctx, "127.0.0.1", strconv.Itoa(master.Port())).Err(); err != nil {
+	if err := ReplicaOf(ctx, replica.Addr(), master.Addr()); err != nil {
 		t.Fatal(err)
 	}
 	if err := WaitReplicas(ctx, master.Addr(), 1); err != nil {

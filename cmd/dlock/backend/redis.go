@@ -21,15 +21,16 @@ import (
 func openRedis(ctx context.Context, url string) (*Backend, error) {
 	b := &Backend{Kind: Redis, Addr: url}
 	if url != "" {
-		c, err := NewRedisClient(url)
+		u, err := parseRedisURL(url)
 		if err != nil {
 			return nil, err
 		}
+		c := u.newClient()
 		defer c.Close()
 		if err := PingRedis(ctx, c, url); err != nil {
 			return nil, err
 		}
-		b.Desc = "redis at " + RedisServer(url)
+		b.Desc = "redis at " + u.server
 	} else if _, err := exec.LookPath("redis-server"); err == nil {
 		s, err := redisproc.Start(ctx, redisproc.Options{})
 		if err != nil {
@@ -75,43 +76,48 @@ const redisURLs = "want redis://host:port/db, rediss://host:port/db or redis://s
 // failovers (go-redis's failover URL). An AddrError wrapping ErrBadAddress
 // if url cannot be read.
 func NewRedisClient(url string) (*redis.Client, error) {
-	newClient, err := parseRedisURL(url)
+	u, err := parseRedisURL(url)
 	if err != nil {
 		return nil, err
 	}
-	return newClient(), nil
+	return u.newClient(), nil
 }
 
 // RedisServer says which server a Redis URL names, for messages: its
 // host:port, or `master "NAME" via Sentinel host:port,...`.
 func RedisServer(url string) string {
-	if o, err := redis.ParseFailoverURL(url); err == nil && o.MasterName != "" {
-		return fmt.Sprintf("master %q via Sentinel %s", o.MasterName, strings.Join(o.SentinelAddrs, ","))
+	u, err := parseRedisURL(url)
+	if err != nil {
+		return Redact(url)
 	}
-	if o, err := redis.ParseURL(url); err == nil {
-		return o.Addr
-	}
-	return Redact(url)
+	return u.server
 }
 
-// parseRedisURL reads a Redis URL (NewRedisClient) and returns how to make
-// its client.
-func parseRedisURL(url string) (func() *redis.Client, error) {
+// redisURL is a Redis URL as read: the server it names, for messages, and
+// how to make its client.
+type redisURL struct {
+	server    string
+	newClient func() *redis.Client
+}
+
+// parseRedisURL reads a Redis URL (NewRedisClient).
+func parseRedisURL(url string) (redisURL, error) {
 	if u, err := neturl.Parse(url); err == nil && u.Query().Has("master_name") {
 		o, err := redis.ParseFailoverURL(url)
 		if err == nil && o.MasterName == "" {
 			err = errors.New("redis: empty master_name")
 		}
 		if err != nil {
-			return nil, badAddress(Redis, url, urlReason(err))
+			return redisURL{}, badAddress(Redis, url, urlReason(err))
 		}
-		return func() *redis.Client { return redis.NewFailoverClient(o) }, nil
+		server := fmt.Sprintf("master %q via Sentinel %s", o.MasterName, strings.Join(o.SentinelAddrs, ","))
+		return redisURL{server, func() *redis.Client { return redis.NewFailoverClient(o) }}, nil
 	}
 	o, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, badAddress(Redis, url, urlReason(err))
+		return redisURL{}, badAddress(Redis, url, urlReason(err))
 	}
-	return func() *redis.Client { return redis.NewClient(o) }, nil
+	return redisURL{o.Addr, func() *redis.Client { return redis.NewClient(o) }}, nil
 }
 
 // ParseRedisClusterURL reads the URL of a Redis Cluster node as go-redis

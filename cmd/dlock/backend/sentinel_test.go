@@ -24,27 +24,30 @@ func TestRedisSentinelURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sent.Close()
-	addrs := sent.SentinelAddrs()
-	url := "redis://" + addrs[0] + "/0?master_name=" + sent.MasterName + "&addr=" + addrs[1] + "&addr=" + addrs[2]
-	b := open(t, backend.Redis, url)
-	if !strings.Contains(b.Desc, "via Sentinel "+addrs[0]) || b.Embedded {
+	b := open(t, backend.Redis, sent.URL())
+	if !strings.Contains(b.Desc, "via Sentinel "+sent.SentinelAddrs()[0]) || b.Embedded {
 		t.Errorf("Desc %q, Embedded %v", b.Desc, b.Embedded)
 	}
 	c := client(t, b, "via-sentinel")
-	heldOn := func(master, name string) bool {
+	// heldOn says whether reader, a client of one server's own address, sees
+	// name held.
+	heldOn := func(reader backend.Client, name string) bool {
 		t.Helper()
-		info, err := client(t, open(t, backend.Redis, "redis://"+master+"/0"), "reader").Inspect(ctx, name)
+		info, err := reader.Inspect(ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return info.Held
+	}
+	reader := func(addr string) backend.Client {
+		return client(t, open(t, backend.Redis, "redis://"+addr+"/0"), "reader")
 	}
 
 	before, err := c.Mutex("before").Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !heldOn(sent.Master.Addr(), "before") {
+	if !heldOn(reader(sent.Master.Addr()), "before") {
 		t.Fatal("a lock taken through the Sentinels is not on the master")
 	}
 	if err := before.Unlock(ctx); err != nil {
@@ -57,6 +60,7 @@ func TestRedisSentinelURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	onPromoted := reader(promoted)
 	// The client learns the new master from the Sentinels; until it does,
 	// the old one refuses writes (READONLY) or grants a lock the new master
 	// never sees: take locks until one is on the new master.
@@ -65,7 +69,7 @@ func TestRedisSentinelURL(t *testing.T) {
 		name := "after-" + string(rune('a'+i%26))
 		l, err := c.Mutex(name).Acquire(ctx, dlock.Wait(time.Second))
 		if err == nil {
-			onNew := heldOn(promoted, name)
+			onNew := heldOn(onPromoted, name)
 			_ = l.Unlock(ctx)
 			if onNew {
 				break

@@ -234,13 +234,9 @@ func (s *soak) add(name string, op faults.Op) {
 func (s *soak) schedule(ctx context.Context, t soakTarget) error {
 	o := s.o
 	total := int(o.Duration / time.Second)
-	var failedOver, shift time.Duration // when the last failover was over; how far the schedule moved
+	var next time.Duration // when the next fault strikes
 	for i := 0; ; i++ {
-		next := time.Duration(i+1)*o.Every + shift
-		if failedOver+o.Every-o.Down > next {
-			shift += failedOver + o.Every - o.Down - next
-			next = failedOver + o.Every - o.Down
-		}
+		next += o.Every
 		if o.Progress != nil {
 			o.Progress("soak", min(int(s.tl.Since()/time.Second), total), total)
 		}
@@ -271,8 +267,8 @@ func (s *soak) schedule(ctx context.Context, t soakTarget) error {
 			st.Err = firstLine(err.Error())
 		}
 		st.Undone = s.tl.Since()
-		if kind == FaultFailover {
-			failedOver = st.Undone
+		if kind == FaultFailover { // the schedule goes on as if it had struck o.Down before it was over
+			next = max(next, st.Undone-o.Down)
 		}
 		s.record(st)
 	}
