@@ -125,6 +125,9 @@ func (c *Client) prepare(ctx context.Context, sh redisShape, spec *shapeSpec, op
 	if err == nil && cfg.Replicas != 0 && !spec.replicaAck {
 		err = fmt.Errorf("%w: this shape does not take ReplicaAck", ErrInvalidArgument)
 	}
+	if err == nil {
+		err = cfg.NoLockDelay("Redis")
+	}
 	if err != nil {
 		return acquisition{}, wrap("acquire", spec.kind, name, err)
 	}

@@ -114,6 +114,28 @@ func fuzzServer(f *testing.F) (*redis.Client, *Client) {
 	return rdb, c
 }
 
+// leftKeys returns the keys of the server's database but fence counters
+// and semaphore counts, with their PTTL (-1: none).
+func leftKeys(t *testing.T, rdb *redis.Client) map[string]time.Duration {
+	left := map[string]time.Duration{}
+	iter := rdb.Scan(context.Background(), 0, "*", 100).Iterator()
+	for iter.Next(context.Background()) {
+		if k := iter.Val(); !strings.HasPrefix(k, DefaultPrefix+"fence:") && !strings.HasSuffix(k, ":count") {
+			pttl, err := rdb.PTTL(context.Background(), k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pttl != -2 { // gone meanwhile
+				left[k] = pttl
+			}
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return left
+}
+
 // keyCount is the number of keys in the server's database.
 func keyCount(t *testing.T, rdb *redis.Client) int64 {
 	n, err := rdb.DBSize(context.Background()).Result()
@@ -207,15 +229,26 @@ func FuzzAcquireInput(f *testing.F) {
 		if _, err := c.Inspect(context.Background(), name); badName != (err != nil) {
 			t.Fatalf("Inspect(%q) = %v", name, err)
 		}
-		var left []string
-		iter := rdb.Scan(context.Background(), 0, "*", 100).Iterator()
-		for iter.Next(context.Background()) {
-			if !strings.HasPrefix(iter.Val(), DefaultPrefix+"fence:") && !strings.HasSuffix(iter.Val(), ":count") {
-				left = append(left, iter.Val())
+		// Every key a grant wrote is gone by the end of its lease: released
+		// by Unlock, given back, or expired in Redis (a grant whose reply
+		// came after its 1 ms lease is refused, and its keys end with their
+		// TTL: a key found with under a millisecond left is not a leak).
+		// A key without an expiry outlives every lease.
+		until := time.Now().Add(max(time.Duration(lease), c.TTL()) + time.Second)
+		for {
+			left := leftKeys(t, rdb)
+			if len(left) == 0 {
+				break
 			}
-		}
-		if len(left) > 0 {
-			t.Fatalf("%q: keys left after every lease was released: %v", name, left)
+			for k, pttl := range left {
+				if pttl < 0 {
+					t.Fatalf("%q: key %s left after every lease was released, with no expiry", name, k)
+				}
+			}
+			if time.Now().After(until) {
+				t.Fatalf("%q: keys left after every lease was released and had ended: %v", name, left)
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
 	})
 }

@@ -18,6 +18,9 @@ import (
 //	                  its place after d
 //	MaxHold(d)        the lease is lost and released d after    no cap
 //	                  the grant, however it is kept
+//	LockDelay(d)      after a hold ends without a release,      etcd: the lost
+//	                  nobody else is granted the lock for d     holder's lease;
+//	                  (etcd only; 0: at once)                   elsewhere none
 //
 // Wait and lease are different things: the wait bounds how long Acquire
 // blocks; the lease bounds how long the lock stays ours if we stop renewing
@@ -80,6 +83,25 @@ func OnLost(f func(*Lease)) Option {
 // (one of its holds): the rest of it, renewed no more, ends with its lease
 // (the watchdog timeout at most).
 func MaxHold(d time.Duration) Option { return seam.MaxHold(d) }
+
+// LockDelay sets the lock-delay of this acquisition's hold (Chubby's): if
+// the hold ends without a release — the lock service ended it early (etcd
+// revokes leases early after a paused leader resumes; an operator revoked
+// the lease or deleted the key), or the holder's process died — the lock
+// is granted to nobody else until d after the end was seen, or until the
+// lost holder has been told (its Err, Done and Context say ErrLockLost),
+// whichever comes first. An Unlock hands the lock on at once. d = 0 turns
+// it off (the next waiter is granted as soon as the store frees the lock).
+//
+// On etcd the default, without LockDelay, is as long as the lost holder
+// may still believe it holds: its session's TTL less the election margin
+// (its LeaseTime with one), plus the drift allowance. So a holder that
+// was cut off or paused when etcd ended its lease is past its own
+// deadline before anyone else gets in, and a holder whose process died
+// delays the next grant by that much more than its lease. Redis and
+// ZooKeeper have no lock-delay (see docs/RELIABILITY.md, "When the
+// service ends a hold early"): they refuse d > 0 with ErrInvalidArgument.
+func LockDelay(d time.Duration) Option { return seam.LockDelay(d) }
 
 // defaultQueueTimeout is how long a queued waiter keeps its place without
 // refreshing it, unless QueueTimeout says otherwise.

@@ -72,6 +72,12 @@ type Backend struct {
 	// keepalive checks the holders' keys), on ZooKeeper (every held node is
 	// watched) a second. 0: Renewal.
 	Told time.Duration
+	// LockDelay says the backend holds a lock back from everyone after its
+	// holder lost it without a release until that holder has been told
+	// (dlock.LockDelay: etcd): the Deleted tests then check that the
+	// waiter is granted the deleted lock only once the holder's Err says
+	// it lost it. Otherwise they bound the overlap by Told.
+	LockDelay bool
 	// MultiLockUnsupported says the backend documents that it has no
 	// MultiLock: its Client.MultiLock's Acquire must then fail with an
 	// error wrapping errors.ErrUnsupported (and take nothing), which is
@@ -495,10 +501,11 @@ func (s *suite) stolen(t *testing.T, sh shape) {
 // deleted: a holder whose lock is deleted from outside (Backend.Tamper) is
 // told without asking: its Done closes within Backend.Told, Err and the
 // Context's cause wrap ErrLockLost, Unlock says so, and the waiter queued
-// behind it gets the lock with a greater token and keeps it. (A deletion
-// from outside hands the lock on at once; no backend can tell the old
-// holder before the store lets the next one in, so the suite bounds the
-// overlap rather than forbidding it.)
+// behind it gets the lock with a greater token and keeps it. On a backend
+// with a lock-delay (Backend.LockDelay) the waiter is granted the lock only
+// once the holder was told; on the others a deletion from outside hands
+// the lock on at once, before the holder can be told, and the suite bounds
+// the overlap rather than forbidding it.
 func (s *suite) deleted(t *testing.T, sh shape) {
 	if s.b.Tamper == nil {
 		t.Skip("the backend cannot delete a holder's lock from outside")
@@ -512,13 +519,14 @@ func (s *suite) deleted(t *testing.T, sh shape) {
 	ctx := testCtx(t, s.b.Renewal*4+60*time.Second)
 	a := acquire(t, ctx, ls[0](n))
 	type result struct {
-		l   *dlock.Lease
-		err error
+		l      *dlock.Lease
+		err    error
+		heldOK error // the deleted holder's Err when the waiter was granted
 	}
 	got := make(chan result, 1)
 	go func() {
 		l, err := ls[1](n).Acquire(ctx)
-		got <- result{l, err}
+		got <- result{l, err, a.Err()}
 	}()
 	select {
 	case r := <-got:
@@ -546,6 +554,9 @@ func (s *suite) deleted(t *testing.T, sh shape) {
 	case r := <-got:
 		if r.err != nil {
 			t.Fatalf("the waiter after the delete: %v", r.err)
+		}
+		if s.b.LockDelay && !errors.Is(r.heldOK, dlock.ErrLockLost) {
+			t.Fatalf("the waiter was granted the deleted lock while its holder still held it (Err %v): the lock-delay let it in", r.heldOK)
 		}
 		b = r.l
 	case <-time.After(s.b.Renewal + 10*time.Second):

@@ -53,6 +53,21 @@ type shape struct {
 	// wake, if set, is a key whose every change ends a wait, beside the
 	// deletions of what blocker names (a Semaphore's count).
 	wake string
+	// orphan, if set, reads the responses of the reads of the keys and of
+	// the marks, once blocker found no key in the way: the orphan mark to
+	// wait for (lockdelay.go). nil: blocker on the marks' responses.
+	orphan func(keys, marks []*etcdserverpb.ResponseOp, rev int64) (mark string, prefix bool)
+	// area is the lock's directories, where its orphans are looked for;
+	// nil: dirs.
+	area []string
+}
+
+// areas returns the directories of the lock's keys.
+func (sh *shape) areas() []string {
+	if sh.area != nil {
+		return sh.area
+	}
+	return sh.dirs
 }
 
 // ahead returns the newest of kvs created before rev ("" none).
@@ -220,8 +235,9 @@ func (a *attempt) fail(err error) error {
 	return seam.Wrap("acquire", kind, name, err)
 }
 
-// queue puts keys for this attempt in the lock's directories and waits
-// until nothing they must wait for is left. It returns the grant, or nil,
+// queue puts keys for this attempt in the lock's directories, with their
+// marks (lockdelay.go), and waits until nothing they must wait for is left:
+// no key in their way, and no orphan mark. It returns the grant, or nil,
 // nil when a key went away while waiting (its session ended, or someone
 // deleted it): the caller queues again, behind everyone.
 func (a *attempt) queue() (*dlock.Lease, error) {
@@ -232,33 +248,45 @@ func (a *attempt) queue() (*dlock.Lease, error) {
 	n := len(a.sh.dirs)
 	keys := make([]string, n)
 	a.slot = a.c.slots.take()
-	cmps := make([]clientv3.Cmp, n)
 	for i, dir := range a.sh.dirs {
 		keys[i] = holderKey(dir, s, a.slot)
-		cmps[i] = clientv3.Compare(clientv3.CreateRevision(keys[i]), "=", 0)
 	}
 	id := a.owner
 	if a.hold == "" {
 		id = seam.NewID()
 	}
 	val := a.c.value(id, a.sh.permits, false, time.Now())
-	ops := make([]clientv3.Op, n, n+len(a.sh.first))
+	marks := a.c.markPuts(keys, a.markValue(s.keep))
+	cmps := make([]clientv3.Cmp, 0, n+len(marks))
+	ops := make([]clientv3.Op, n, n+len(marks)+2*len(a.sh.first))
 	for i, k := range keys {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
 		ops[i] = clientv3.OpPut(k, val, clientv3.WithLease(s.id))
+	}
+	for _, m := range marks {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(string(m.KeyBytes())), "=", 0))
+	}
+	ops = append(ops, marks...)
+	puts := len(ops)
+	// The reads go with the puts when they fit in one transaction (a
+	// MultiLock of many names reads next, in the loop below).
+	read := puts+2*len(a.sh.first) <= maxTxnOps
+	if read {
+		ops = append(append(ops, a.sh.first...), a.c.markOps(a.sh.first)...)
 	}
 	var orElse []clientv3.Op
 	if a.sh.guard != nil {
 		gc, ge := a.sh.guard()
 		cmps, orElse = append(cmps, gc...), ge
 	}
-	resp, err := a.c.cli.Txn(a.wctx).If(cmps...).Then(append(ops, a.sh.first...)...).Else(orElse...).Commit()
+	resp, err := a.c.cli.Txn(a.wctx).If(cmps...).Then(ops...).Else(orElse...).Commit()
 	if err != nil {
 		if a.c.sessionGone(s, err) { // nothing was written
 			a.c.slots.give(a.slot)
 			a.slot = -1
 			return nil, nil
 		}
-		a.c.deleteLater(keys, 0, s, a.slot) // the puts may have been applied
+		a.c.deleteLater(keys, 0, a.slot) // the puts may have been applied
 		a.slot = -1
 		return nil, err
 	}
@@ -270,18 +298,24 @@ func (a *attempt) queue() (*dlock.Lease, error) {
 				return nil, err
 			}
 		}
-		// a key of that name exists (never, by the slots' rule): leave the slot, queue again
+		// a key or mark of that name exists (a mark of ours not yet
+		// deleted; a key never, by the slots' rule): leave the slot, queue
+		// again
 		a.slot = -1
 		return nil, nil
 	}
 	rev, at := resp.Header.Revision, resp.Header.Revision
-	blk, pfx := a.sh.blocker(resp.Responses[n:], rev)
-	if blk == "" {
-		return a.granted(s, keys, rev, id)
-	}
-	if a.o.Wait == 0 {
-		a.leave(keys, rev, s)
-		return nil, errRefused
+	blk, pfx, looked := "", false, false
+	if read {
+		f := len(a.sh.first)
+		blk, pfx, looked = a.inTheWay(resp.Responses[puts:puts+f], resp.Responses[puts+f:], rev)
+		if blk == "" {
+			return a.granted(s, keys, rev, id)
+		}
+		if a.o.Wait == 0 {
+			a.leave(keys, rev, s)
+			return nil, errRefused
+		}
 	}
 	wctx, cancel := context.WithCancel(a.wctx)
 	defer cancel()
@@ -302,7 +336,7 @@ func (a *attempt) queue() (*dlock.Lease, error) {
 		a.own = a.c.cli.Watch(wctx, keys[0], clientv3.WithRev(rev+1), clientv3.WithFilterPut())
 	}
 	for {
-		if blk != "" {
+		if looked {
 			gone, err := a.waitFor(wctx, s, blk, pfx, at, startOwn)
 			if err != nil {
 				a.leave(keys, rev, s)
@@ -313,38 +347,69 @@ func (a *attempt) queue() (*dlock.Lease, error) {
 				return nil, nil
 			}
 		}
-		reads := make([]clientv3.Op, 0, n+len(a.sh.first))
+		later := a.sh.later(rev)
+		reads := make([]clientv3.Op, 0, n+2*len(later))
 		for _, k := range keys {
 			reads = append(reads, clientv3.OpGet(k, clientv3.WithKeysOnly()))
 		}
-		resp, err := a.c.cli.Txn(a.wctx).Then(append(reads, a.sh.later(rev)...)...).Commit()
+		reads = append(append(reads, later...), a.c.markOps(later)...)
+		resps, r, err := a.c.read(a.wctx, reads)
 		if err != nil {
 			if transient(err) && a.wctx.Err() == nil {
 				a.last = err
-				blk = ""
+				looked = false
 				sleep(a.wctx, 100*time.Millisecond)
 				continue
 			}
 			a.leave(keys, rev, s)
 			return nil, err
 		}
-		for _, r := range resp.Responses[:n] {
+		for _, r := range resps[:n] {
 			if len(r.GetResponseRange().GetKvs()) == 0 {
 				a.leave(keys, rev, s) // the others, if one was deleted from outside
 				return nil, nil       // our place is gone: queue again
 			}
 		}
 		if a.sh.recheck != nil {
-			if err := a.sh.recheck(resp.Responses[n:]); err != nil {
+			if err := a.sh.recheck(resps[n : n+len(later)]); err != nil {
 				a.leave(keys, rev, s)
 				return nil, err
 			}
 		}
-		at = resp.Header.Revision
-		if blk, pfx = a.sh.blocker(resp.Responses[n:], rev); blk == "" {
+		at = r
+		if blk, pfx, looked = a.inTheWay(resps[n:n+len(later)], resps[n+len(later):], rev); blk == "" {
 			return a.granted(s, keys, rev, id)
 		}
+		if a.o.Wait == 0 { // a try of a MultiLock that read after its puts
+			a.leave(keys, rev, s)
+			return nil, errRefused
+		}
 	}
+}
+
+// inTheWay reads what is in the way of keys created at rev, from the
+// responses of the shape's reads of the keys and of the marks: the key to
+// wait for, or an orphan mark (timed, lockdelay.go), or a directory of
+// either with prefix set; "" for none. looked is true (the caller waits
+// before it reads again) unless nothing is in the way.
+func (a *attempt) inTheWay(keys, marks []*etcdserverpb.ResponseOp, rev int64) (blk string, prefix, looked bool) {
+	if blk, prefix = a.sh.blocker(keys, rev); blk != "" {
+		return blk, prefix, true
+	}
+	if blk, prefix = a.sh.orphanBlocker(keys, marks, rev); blk != "" {
+		a.c.timeOrphans(a.wctx, a.sh.areas(), rev)
+		return blk, prefix, true
+	}
+	return "", false, false
+}
+
+// markValue returns the value of this attempt's marks, for a hold kept by
+// its session (keep: how long past a confirmed keepalive), "" for none.
+func (a *attempt) markValue(keep time.Duration) string {
+	if a.o.Lease > 0 {
+		keep = a.o.Lease // the lease of its own it moves to (ownLease writes the granted TTL)
+	}
+	return markValue(a.o.LockDelay, keep)
 }
 
 // waitFor waits until blk (a directory with pfx) has a deletion after
@@ -406,8 +471,8 @@ func (a *attempt) waitFor(ctx context.Context, s *session, blk string, pfx bool,
 func (a *attempt) leave(keys []string, rev int64, s *session) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.wctx), 2*time.Second)
 	defer cancel()
-	if _, err := deleteOwned(ctx, a.c.cli, keys, rev); err != nil {
-		a.c.deleteLater(keys, rev, s, a.slot)
+	if _, err := a.c.deleteOwned(ctx, keys, rev); err != nil {
+		a.c.deleteLater(keys, rev, a.slot)
 	} else if a.slot >= 0 {
 		a.c.slots.give(a.slot)
 	}
@@ -415,27 +480,28 @@ func (a *attempt) leave(keys []string, rev int64, s *session) {
 }
 
 // deleteOwned deletes each of keys that has create revision rev (rev 0:
-// that exists), in one transaction; it reports whether every key had it.
-func deleteOwned(ctx context.Context, cli *clientv3.Client, keys []string, rev int64) (bool, error) {
-	cmp := func(k string) clientv3.Cmp {
+// that exists), and each of their marks that has it, in one transaction;
+// it reports whether every key had it.
+func (c *Client) deleteOwned(ctx context.Context, keys []string, rev int64) (bool, error) {
+	ops := make([]clientv3.Op, 0, 2*len(keys))
+	del := func(k string) clientv3.Op {
+		cmp := clientv3.Compare(clientv3.CreateRevision(k), "=", rev)
 		if rev == 0 {
-			return clientv3.Compare(clientv3.CreateRevision(k), ">", 0)
+			cmp = clientv3.Compare(clientv3.CreateRevision(k), ">", 0)
 		}
-		return clientv3.Compare(clientv3.CreateRevision(k), "=", rev)
+		return clientv3.OpTxn([]clientv3.Cmp{cmp}, []clientv3.Op{clientv3.OpDelete(k)}, nil)
 	}
-	if len(keys) == 1 {
-		resp, err := cli.Txn(ctx).If(cmp(keys[0])).Then(clientv3.OpDelete(keys[0])).Commit()
-		return err == nil && resp.Succeeded, err
+	for _, k := range keys {
+		ops = append(ops, del(k))
 	}
-	ops := make([]clientv3.Op, len(keys))
-	for i, k := range keys {
-		ops[i] = clientv3.OpTxn([]clientv3.Cmp{cmp(k)}, []clientv3.Op{clientv3.OpDelete(k)}, nil)
+	for _, k := range keys {
+		ops = append(ops, del(c.markOf(k)))
 	}
-	resp, err := cli.Txn(ctx).Then(ops...).Commit()
+	resp, err := c.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return false, err
 	}
-	for _, r := range resp.Responses {
+	for _, r := range resp.Responses[:len(keys)] {
 		if !r.GetResponseTxn().GetSucceeded() {
 			return false, nil
 		}
@@ -454,7 +520,7 @@ func (a *attempt) granted(s *session, keys []string, rev int64, id string) (*dlo
 		a.leave(keys, rev, s)
 		return nil, nil
 	}
-	ops := &grantOps{c: a.c, keys: keys, rev: rev, hold: a.hold, slot: a.slot, sess: s, lease: s.id}
+	ops := &grantOps{c: a.c, keys: keys, rev: rev, hold: a.hold, slot: a.slot, lockDelay: a.o.LockDelay, sess: s, lease: s.id}
 	g := seam.Grant[*grantOps]{
 		Shape: a.sh.kind, Name: a.sh.name, Key: a.hold, Owner: a.owner, ID: keys[0], Token: rev,
 		Sent: s.confirmed(), TTL: s.keep, Renewed: true, Session: s, MaxHold: a.o.MaxHold, Ops: ops, OnLost: a.o.OnLost,

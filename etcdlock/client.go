@@ -83,7 +83,8 @@ type Client struct {
 	// (LeaseTime) as the Keeper's Session, so that they can be listed
 	// (see held); nothing renews or loses them as a group.
 	ownLeases *leaseGroup
-	slots     slots // of the keys' names
+	slots     slots   // of the keys' names
+	orphans   orphans // the orphan marks being timed (lockdelay.go)
 
 	bg     context.Context // background work; cancelled by Close
 	stopBg context.CancelFunc

@@ -55,7 +55,8 @@ func TestConformance(t *testing.T) {
 			}
 			return fmt.Errorf("no holder of %q", name)
 		},
-		Told: 2 * time.Second,
+		Told:      2 * time.Second,
+		LockDelay: true,
 		Steal: func(t testing.TB, name string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()

@@ -39,6 +39,29 @@
 // increasing across every lock of the cluster and across leader changes.
 // IsOwner returns it as a comparison for the caller's own etcd transactions.
 //
+// Lock-delay. etcd can end a lease while its holder's keepalives are
+// confirmed: v3.7.3 revokes leases early after a paused leader resumes (in
+// about one round in four of a 3 s pause with etcd's default election
+// timeout; docs/RELIABILITY.md has the path and a reproduction against
+// etcd alone), and an operator can revoke a lease or delete a key. Without
+// more, the next waiter is granted within milliseconds while the old
+// holder, told nothing, goes on until its next keepalive or, cut off,
+// until its own deadline: etcd's concurrency.Mutex does the same. So every
+// hold keeps a mark in etcd (a key without a lease, beside its own; see
+// lockdelay.go, which proves the rule sound), and a hold that ends without
+// a release holds the lock back from everyone (dlock.LockDelay, Chubby's
+// lock-delay) until its holder has been told — its Client deletes the mark
+// once the Lease reads as lost, at its next keepalive if it is connected —
+// or until the holder's keep (its session's TTL less the election margin,
+// its LeaseTime with one) plus the drift allowance has passed since the end
+// was seen. An Unlock hands the lock on at once. The price falls on the
+// involuntary path only: a holder whose process died delays the next
+// grant by its keep more than its lease (1.2 s more at a 2 s TTL). A mark
+// is one more key in the acquiring and releasing transactions (the same
+// raft entries); dlock.LockDelay(0) writes none and grants as etcd frees.
+// Marks of processes that died on names nobody takes again are swept by
+// the next Client to start a session (of any name).
+//
 // A consensus store removes the failover that loses a Redis grant; it does
 // not remove the paused client that still believes it holds a lock. Fence
 // the storage you write with the token.

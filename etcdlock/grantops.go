@@ -24,6 +24,10 @@ type grantOps struct {
 	rev  int64    // their create revision: the fencing token
 	hold string   // the hold's Grant.Key (a reentrant shape's), "" for the others
 	slot int      // the keys' slot, given back by the first release once they are gone
+	// lockDelay is the acquisition's LockDelay (< 0: not given; 0: the
+	// keys have no marks), for the marks' value when the keys move to a
+	// lease of their own.
+	lockDelay time.Duration
 
 	released atomic.Bool // a release was sent
 
@@ -66,14 +70,14 @@ func (o *grantOps) Release(ctx context.Context) (seam.Released, error) {
 	var ok bool
 	var err error
 	if o.released.CompareAndSwap(false, true) {
-		ok, err = deleteNamed(ctx, o.c.cli, o.keys)
+		ok, err = o.c.deleteNamed(ctx, o.keys)
 		if err != nil {
-			o.c.deleteLater(o.keys, o.rev, o.session(), -1)
+			o.c.deleteLater(o.keys, o.rev, -1)
 		} else {
 			o.c.slots.give(o.slot)
 		}
 	} else {
-		ok, err = deleteOwned(ctx, o.c.cli, o.keys, o.rev)
+		ok, err = o.c.deleteOwned(ctx, o.keys, o.rev)
 	}
 	switch {
 	case err != nil:
@@ -84,22 +88,21 @@ func (o *grantOps) Release(ctx context.Context) (seam.Released, error) {
 	return seam.ReleasedFree, nil
 }
 
-// deleteNamed deletes keys by name, in one request; it reports whether
-// every key existed.
-func deleteNamed(ctx context.Context, cli *clientv3.Client, keys []string) (bool, error) {
-	if len(keys) == 1 {
-		resp, err := cli.Delete(ctx, keys[0])
-		return err == nil && resp.Deleted == 1, err
+// deleteNamed deletes keys and their marks by name, in one request; it
+// reports whether every key existed.
+func (c *Client) deleteNamed(ctx context.Context, keys []string) (bool, error) {
+	ops := make([]clientv3.Op, 0, 2*len(keys))
+	for _, k := range keys {
+		ops = append(ops, clientv3.OpDelete(k))
 	}
-	ops := make([]clientv3.Op, len(keys))
-	for i, k := range keys {
-		ops[i] = clientv3.OpDelete(k)
+	for _, k := range keys {
+		ops = append(ops, clientv3.OpDelete(c.markOf(k)))
 	}
-	resp, err := cli.Txn(ctx).Then(ops...).Commit()
+	resp, err := c.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return false, err
 	}
-	for _, r := range resp.Responses {
+	for _, r := range resp.Responses[:len(keys)] {
 		if r.GetResponseDeleteRange().GetDeleted() != 1 {
 			return false, nil
 		}
@@ -166,16 +169,18 @@ func (o *grantOps) Extend(ctx context.Context, ttl time.Duration) (bool, error) 
 }
 
 // ownLease moves the keys to a new lease of their own for d (LeaseTime):
-// nothing renews it. false: a key was gone (the new lease is revoked).
+// nothing renews it. Their marks take the lease's TTL as their delay
+// (lockdelay.go). false: a key was gone (the new lease is revoked).
 func (o *grantOps) ownLease(ctx context.Context, d time.Duration) (bool, error) {
 	lr, err := o.c.cli.Grant(ctx, seconds(d))
 	if err != nil {
 		return false, err
 	}
-	puts := make([]clientv3.Op, len(o.keys))
+	puts := make([]clientv3.Op, len(o.keys), 2*len(o.keys))
 	for i, k := range o.keys {
 		puts[i] = clientv3.OpPut(k, "", clientv3.WithIgnoreValue(), clientv3.WithLease(lr.ID))
 	}
+	puts = append(puts, o.c.markPuts(o.keys, markValue(o.lockDelay, time.Duration(lr.TTL)*time.Second))...)
 	resp, err := o.c.cli.Txn(ctx).If(o.owned()...).Then(puts...).Commit()
 	if err != nil || !resp.Succeeded {
 		o.c.revokeLater(lr.ID)
@@ -187,39 +192,33 @@ func (o *grantOps) ownLease(ctx context.Context, d time.Duration) (bool, error) 
 	return true, nil
 }
 
-// deleteLater deletes keys in the background (each if its create revision
-// is rev; rev 0: whatever it is — keys of ours whose revision is unknown)
-// until that succeeds, the session s they are attached to ends (etcd
-// removes them then), or the Client is closed; then their slot (if >= 0)
-// can be used again.
-func (c *Client) deleteLater(keys []string, rev int64, s *session, slot int) {
+// deleteLater deletes keys and their marks in the background (each if its
+// create revision is rev; rev 0: whatever it is — keys of ours whose
+// revision is unknown) until that succeeds or the Client is closed (a
+// mark outlives the session the keys are attached to); then their slot
+// (if >= 0) can be used again.
+func (c *Client) deleteLater(keys []string, rev int64, slot int) {
 	c.background(func(ctx context.Context) {
-		defer func() {
-			if slot >= 0 && ctx.Err() == nil {
-				c.slots.give(slot)
-			}
-		}()
-		var done <-chan struct{}
-		if s != nil {
-			done = s.done
-		}
 		for {
 			dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, err := deleteOwned(dctx, c.cli, keys, rev)
+			_, err := c.deleteOwned(dctx, keys, rev)
 			cancel()
 			if err == nil {
+				if slot >= 0 {
+					c.slots.give(slot)
+				}
 				return
 			}
-			select {
-			case <-ctx.Done():
+			if !retry(ctx) {
 				return
-			case <-done:
-				return
-			case <-time.After(200 * time.Millisecond):
 			}
 		}
 	})
 }
+
+// Told deletes the marks of the keys (lockdelay.go): the holder was told
+// it lost them, so nobody need wait for it any more.
+func (o *grantOps) Told() { o.c.unmark(o.keys, o.rev) }
 
 // revokeLater revokes a lease nothing uses any more, in the background
 // (best effort: it expires on its own).

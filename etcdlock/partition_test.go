@@ -195,7 +195,7 @@ func cutOff(t *testing.T, ctx context.Context, c *etcdproc.Cluster, leader *etcd
 		Minority: acquirer(holder, lockKey),
 		Majority: acquirer(sideClient(t, prefix, ttl, majority...), lockKey),
 		Queued: func(ctx context.Context) error { // the waiter's key is the second
-			awaitKeyCount(t, ctx, etcdClient(t, endpoints(majority)...), prefix, 2)
+			awaitKeyCount(t, ctx, etcdClient(t, endpoints(majority)...), prefix+"mutex/", 2)
 			return nil
 		},
 		Cut: func() error {
@@ -526,7 +526,7 @@ func TestRegressionEtcd11456(t *testing.T) {
 		}
 		waited <- err
 	}()
-	lease := queuedLease(t, ctx, etcdClient(t, endpoints(rest)...), prefix)
+	lease := queuedLease(t, ctx, etcdClient(t, endpoints(rest)...), prefix+"mutex/")
 	awaitWatch(t, ctx, leader)
 	cut := isolateAfterRenewal(t, ctx, c, leader, etcdClient(t, leader.Endpoint()), lease)
 

@@ -60,7 +60,7 @@ func (a *attempt) waitOnOwnLease(s *session, keys []string, rev int64, id string
 	}
 	a.q = q
 	val := a.c.value(id, a.sh.permits, true, time.Now())
-	ok, err := a.moveKeys(keys, rev, val, lr.ID)
+	ok, err := a.moveKeys(keys, rev, val, lr.ID, markQueued)
 	if err != nil || !ok {
 		a.endOwnLease()
 		return !ok && err == nil, err
@@ -69,13 +69,17 @@ func (a *attempt) waitOnOwnLease(s *session, keys []string, rev int64, id string
 }
 
 // moveKeys attaches keys (if each still has create revision rev) to lease
-// with value val, in one transaction; false if one was gone.
-func (a *attempt) moveKeys(keys []string, rev int64, val string, lease clientv3.LeaseID) (bool, error) {
+// with value val, and sets their marks (if the attempt has any) to mark,
+// in one transaction; false if one was gone.
+func (a *attempt) moveKeys(keys []string, rev int64, val string, lease clientv3.LeaseID, mark string) (bool, error) {
 	cmps := make([]clientv3.Cmp, len(keys))
-	puts := make([]clientv3.Op, len(keys))
+	puts := make([]clientv3.Op, len(keys), 2*len(keys))
 	for i, k := range keys {
 		cmps[i] = clientv3.Compare(clientv3.CreateRevision(k), "=", rev)
 		puts[i] = clientv3.OpPut(k, val, clientv3.WithLease(lease))
+	}
+	if a.o.LockDelay != 0 {
+		puts = append(puts, a.c.markPuts(keys, mark)...)
 	}
 	resp, err := a.c.cli.Txn(a.wctx).If(cmps...).Then(puts...).Commit()
 	if err != nil {
@@ -85,9 +89,11 @@ func (a *attempt) moveKeys(keys []string, rev int64, val string, lease clientv3.
 }
 
 // toSession moves the granted keys of ops from the queue lease to the
-// session s, with their metadata as of now; false if a key was gone.
+// session s, with their metadata as of now and their marks' delay (a key
+// waiting on a queue lease was never handed out: its mark said so until
+// now); false if a key was gone.
 func (a *attempt) toSession(s *session, ops *grantOps, id string) (bool, error) {
-	return a.moveKeys(ops.keys, ops.rev, a.c.value(id, a.sh.permits, false, time.Now()), s.id)
+	return a.moveKeys(ops.keys, ops.rev, a.c.value(id, a.sh.permits, false, time.Now()), s.id, a.markValue(s.keep))
 }
 
 // endOwnLease stops keeping the attempt's queue lease alive and revokes it

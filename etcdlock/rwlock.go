@@ -41,7 +41,7 @@ func (rw *RWLock) ReadLock() dlock.Locker {
 	base := c.dir("rw", name)
 	writers := base + "w/"
 	return &side{name: name, c: c, sh: shape{
-		kind: "rw_read", name: name, dirs: []string{base + "r/"},
+		kind: "rw_read", name: name, dirs: []string{base + "r/"}, area: []string{base},
 		hold:   func(owner string) string { return holdKey("rw_read", name, owner) },
 		before: func(a *attempt) (*dlock.Lease, error) { return a.downgrade(base + "d/") },
 		// No writer: granted; else the newest writer.
@@ -59,7 +59,7 @@ func (rw *RWLock) WriteLock() dlock.Locker {
 	base := c.dir("rw", name)
 	down := clientv3.OpGet(base+"d/", clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1))
 	return &side{name: name, c: c, sh: shape{
-		kind: "rw_write", name: name, dirs: []string{base + "w/"},
+		kind: "rw_write", name: name, dirs: []string{base + "w/"}, area: []string{base},
 		hold: func(owner string) string { return holdKey("rw_write", name, owner) },
 		before: func(a *attempt) (*dlock.Lease, error) {
 			if a.carried() && a.c.held(holdKey("rw_read", name, a.owner)) != nil {
@@ -120,7 +120,8 @@ func (a *attempt) downgrade(dir string) (*dlock.Lease, error) {
 	a.slot = a.c.slots.take()
 	key := holderKey(dir, s, a.slot)
 	put := clientv3.OpPut(key, a.c.value(a.owner, 0, false, time.Now()), clientv3.WithLease(s.id))
-	resp, err := a.c.cli.Txn(a.wctx).If(w.Ops().owned()...).Then(put).Commit()
+	puts := append([]clientv3.Op{put}, a.c.markPuts([]string{key}, a.markValue(s.keep))...)
+	resp, err := a.c.cli.Txn(a.wctx).If(w.Ops().owned()...).Then(puts...).Commit()
 	switch {
 	case err != nil && a.c.sessionGone(s, err):
 		err = nil
@@ -130,7 +131,7 @@ func (a *attempt) downgrade(dir string) (*dlock.Lease, error) {
 		a.slot = -1
 		return nil, err
 	case err != nil:
-		a.c.deleteLater([]string{key}, 0, s, a.slot)
+		a.c.deleteLater([]string{key}, 0, a.slot)
 		a.slot = -1
 		return nil, err
 	}

@@ -138,6 +138,24 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...dlock.Option) (*dlock.L
 			}
 			return dir, true
 		},
+		// A permit whose key vanished without a release is still in use
+		// until its orphan mark goes (lockdelay.go).
+		orphan: func(keys, marks []*etcdserverpb.ResponseOp, rev int64) (string, bool) {
+			live := make(map[string]int64)
+			for _, kv := range keys[0].GetResponseRange().GetKvs() {
+				live[s.c.markOf(string(kv.Key))] = kv.CreateRevision
+			}
+			n := older(keys[0], rev)
+			for _, kv := range marks[0].GetResponseRange().GetKvs() {
+				if kv.CreateRevision < rev && live[string(kv.Key)] != kv.CreateRevision {
+					n++
+				}
+			}
+			if n < want {
+				return "", false
+			}
+			return s.c.markOf(dir), true
+		},
 	}, opts)
 }
 

@@ -140,6 +140,7 @@ func (c *Client) grantSession(ctx context.Context) (*session, error) {
 	case c.kick <- struct{}{}:
 	default:
 	}
+	c.background(c.sweepOrphans)
 	return s, nil
 }
 

@@ -209,7 +209,23 @@ func (h *hold) pastDeadline() {
 
 // report tells the observer and the log that the hold was lost, ending
 // leases Leases.
+// Told is implemented by a GrantOps that must know when its holder has
+// been told the grant is lost: the Keeper calls Told once every Lease of
+// the hold reads as lost (Err, Done, Context), after a loss the backend
+// reported (Hold.Lose, Keeper.LoseSession) or found by the Keeper's own
+// deadline; not at Close, whose release gives the grant up. Told must not
+// block. A backend with a lock-delay clears there what held the lock back
+// from others (etcdlock's marks).
+type Told interface{ Told() }
+
+// report tells the observer and the logger that h was lost, then its
+// GrantOps (Told).
 func (h *hold) report(reason observe.LostReason, leases, renewals int) {
+	defer func() {
+		if t, ok := h.g.ops.(Told); ok && reason != observe.LostClosed {
+			t.Told()
+		}
+	}()
 	held := clock.Since(h.k.clock, h.since)
 	h.k.observer.ObserveLost(observe.LostEvent{Shape: h.g.shape, Name: h.g.name, Token: h.g.token, Reason: reason, Held: held, Granted: h.since,
 		Lease: h.fixedLease(), Renewals: renewals, Leases: leases})

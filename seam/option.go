@@ -6,7 +6,8 @@ import (
 )
 
 // Option configures one acquisition; package dlock documents each (Wait,
-// LeaseTime, QueueTimeout, ReplicaAck, ReplicaAckConnected, OnLost). An
+// LeaseTime, QueueTimeout, ReplicaAck, ReplicaAckConnected, OnLost,
+// MaxHold, LockDelay). An
 // Option is a small value: building one allocates nothing, and an invalid
 // one (a negative wait, say) is reported by the Acquire it is given to.
 // The zero Option changes nothing.
@@ -28,6 +29,7 @@ const (
 	optOnLost
 	optQueueTimeout
 	optMaxHold
+	optLockDelay
 )
 
 // The options' constructors; package dlock re-exports them with their
@@ -38,6 +40,7 @@ func LeaseTime(d time.Duration) Option    { return Option{kind: optLease, d: d} 
 func QueueTimeout(d time.Duration) Option { return Option{kind: optQueueTimeout, d: d} }
 func OnLost(f func(*Lease)) Option        { return Option{kind: optOnLost, f: f} }
 func MaxHold(d time.Duration) Option      { return Option{kind: optMaxHold, d: d} }
+func LockDelay(d time.Duration) Option    { return Option{kind: optLockDelay, d: d} }
 func ReplicaAck(n int, timeout time.Duration) Option {
 	return Option{kind: optReplicaAck, n: n, d: timeout}
 }
@@ -65,12 +68,17 @@ type Options struct {
 	// MaxHold caps how long the lease may be held, renewals and Extends
 	// included (0: no cap); pass it on as Grant.MaxHold.
 	MaxHold time.Duration
+	// LockDelay is how long the lock stays refused to everyone after this
+	// hold ends without a release (0: not at all); < 0 when not given: the
+	// backend's default. A backend without a lock-delay refuses a positive
+	// one (see NoLockDelay).
+	LockDelay time.Duration
 }
 
 // ParseOptions reads opts. It returns an error wrapping ErrInvalidArgument
 // or ErrInvalidDuration for a bad value.
 func ParseOptions(opts []Option) (Options, error) {
-	o := Options{Wait: -1}
+	o := Options{Wait: -1, LockDelay: -1}
 	for _, opt := range opts {
 		if err := o.apply(opt); err != nil {
 			return o, err
@@ -84,6 +92,16 @@ func ParseOptions(opts []Option) (Options, error) {
 func (o Options) Portable() error {
 	if o.Replicas != 0 {
 		return fmt.Errorf("%w: ReplicaAck is a Redis option", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// NoLockDelay returns an error wrapping ErrInvalidArgument if o asks for
+// a lock-delay (LockDelay(d), d > 0), for a backend that has none (backend:
+// its name in the error).
+func (o Options) NoLockDelay(backend string) error {
+	if o.LockDelay > 0 {
+		return fmt.Errorf("%w: LockDelay is not supported on %s (it never holds a lock back after a holder was lost)", ErrInvalidArgument, backend)
 	}
 	return nil
 }
@@ -129,6 +147,11 @@ func (o *Options) apply(opt Option) error {
 			return fmt.Errorf("%w: max hold %v (want >= 1ms)", ErrInvalidDuration, opt.d)
 		}
 		o.MaxHold = opt.d
+	case optLockDelay:
+		if opt.d < 0 {
+			return fmt.Errorf("%w: lock delay %v (want >= 0)", ErrInvalidDuration, opt.d)
+		}
+		o.LockDelay = opt.d
 	}
 	return nil
 }

@@ -106,6 +106,9 @@ func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (
 	if err == nil {
 		err = o.Portable()
 	}
+	if err == nil {
+		err = o.NoLockDelay("ZooKeeper")
+	}
 	if err == nil && o.QueueTimeout != 0 && o.QueueTimeout < c.timeout {
 		err = fmt.Errorf("%w: queue timeout %v is shorter than the session timeout %v (a waiter's place lives as long as its session: shorten the session timeout instead)",
 			dlock.ErrInvalidDuration, o.QueueTimeout, c.timeout)

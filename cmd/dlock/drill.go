@@ -209,7 +209,7 @@ func newDrillCmd() *cobra.Command {
 		},
 	}
 	cmd.AddCommand(newMisdeleteCmd(), newLeaseCmd(), newContentionCmd(), newPauseCmd(), newPauseHolderCmd(), newFailoverCmd(), newRedLockCmd(),
-		newLeaderCmd(), newLeaderReplicaCmd(), newSoakCmd())
+		newLeaderCmd(), newLeaderReplicaCmd(), newSoakCmd(), newBusyCmd())
 	return cmd
 }
 

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os/exec"
+	"runtime"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -42,6 +46,7 @@ func newSoakCmd() *cobra.Command {
 	var f drillFlags
 	var o drill.SoakOptions
 	var faults, history string
+	var runs, busy int
 	c := &cobra.Command{
 		Use:   "soak",
 		Short: "Workers on shared locks while faults strike the servers; check the whole history with porcupine",
@@ -62,9 +67,16 @@ overlap) and fenced-register model per name, fencing tokens growing with grants,
 witness of who was inside, and the plain counters' lost updates. The verdict, the figures of every
 fault and of each kind are printed; --report writes the timeline, --history every event of the
 run (one JSON object a line, for a checker of your own: docs/DRILLS.md). The command exits 1 when a
-check fails. Needs redis-server, etcd or ZooKeeper installed (scripts/install.sh).`,
+check fails. Needs redis-server, etcd or ZooKeeper installed (scripts/install.sh).
+
+--runs N runs the soak N times, one after another, each on servers of its own, and prints a line per
+run and the counts of all of them (a failed run's whole verdict too; with --history, its history to
+FILE.runN); --busy K keeps K busy processes spinning beside the runs, so that the CPU is saturated,
+as a loaded machine's would be. --fast-election runs etcd with a 50 ms heartbeat and a 500 ms
+election timeout, so that sessions outlive a new leader's election.`,
 		Example: "  dlock drill soak\n  dlock drill soak --backend etcd --duration 5m --report soak-etcd.html\n" +
-			"  dlock drill soak --backend zookeeper --faults partition,kill --every 8s --down 3s --json",
+			"  dlock drill soak --backend zookeeper --faults partition,kill --every 8s --down 3s --json\n" +
+			"  dlock drill soak --backend etcd --fast-election --faults pause --duration 40s --runs 30 --busy 2",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			o.Backend = f.backend
@@ -82,6 +94,9 @@ check fails. Needs redis-server, etcd or ZooKeeper installed (scripts/install.sh
 			}
 			if err := drill.CheckSoakOptions(o); err != nil {
 				return usageError{err}
+			}
+			if runs > 1 || busy > 0 {
+				return soakSeries(c, &f, o, runs, busy, history)
 			}
 			bar := newProgress(c.ErrOrStderr(), !f.json)
 			o.Progress = bar.update
@@ -114,5 +129,98 @@ check fails. Needs redis-server, etcd or ZooKeeper installed (scripts/install.sh
 	allowZero(c, "seed", "a seed like any other")
 	fl.StringVar(&history, "history", "", "also write every event of the run to this file, one JSON object a line (checked before the run)")
 	outputFlag(c, "history")
+	fl.IntVar(&runs, "runs", 1, "run the soak this many times, one after another, and print the counts")
+	fl.IntVar(&busy, "busy", 0, "busy processes spinning beside the runs (the CPU saturated)")
+	allowZero(c, "busy", "none")
+	fl.BoolVar(&o.FastElection, "fast-election", false, "etcd: a 50 ms heartbeat and a 500 ms election timeout (etcd's: 100 ms and 1 s)")
 	return c
+}
+
+// soakSeries runs the soak runs times beside busy busy processes and
+// prints a line per run, the whole verdict of a run that failed (and its
+// history, with --history, to FILE.runN), and the counts of all of them.
+func soakSeries(c *cobra.Command, f *drillFlags, o drill.SoakOptions, runs, busy int, history string) error {
+	if f.report != "" {
+		return usagef("--report draws one run: give it without --runs and --busy")
+	}
+	series, err := drill.NewSoakSeries(o, busy)
+	if err != nil {
+		return usageError{err}
+	}
+	stop, err := startBusy(c.Context(), busy)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	out := c.OutOrStdout()
+	var outErr error
+	for i := 1; i <= runs; i++ {
+		bar := newProgress(c.ErrOrStderr(), !f.json)
+		o.Progress = bar.update
+		res, err := drill.Soak(c.Context(), o)
+		bar.finish()
+		if err != nil {
+			return fmt.Errorf("run %d of %d: %w", i, runs, err)
+		}
+		run := series.Add(res)
+		if !f.json {
+			fmt.Fprintln(out, run.Line(runs))
+		}
+		if !run.OK {
+			if !f.json {
+				outErr = errors.Join(outErr, res.Summary().WriteText(out))
+			}
+			if history != "" {
+				outErr = errors.Join(outErr, f.writeFile(c, "history", fmt.Sprintf("%s.run%d", history, i), res.WriteHistory))
+			}
+		}
+	}
+	if f.json {
+		e := json.NewEncoder(out)
+		e.SetIndent("", "  ")
+		outErr = errors.Join(outErr, e.Encode(series))
+	} else {
+		fmt.Fprintln(out)
+		outErr = errors.Join(outErr, series.WriteText(out))
+	}
+	return soakExit(series.OK(), outErr)
+}
+
+// startBusy starts n processes that spin until stop kills them (by the
+// pids of the processes it started).
+func startBusy(ctx context.Context, n int) (stop func(), err error) {
+	var cmds []*exec.Cmd
+	stop = func() {
+		for _, cmd := range cmds {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}
+	for range n {
+		cmd := spawnSelf("drill", "busy")(context.WithoutCancel(ctx), nil)
+		if err := cmd.Start(); err != nil {
+			stop()
+			return nil, fmt.Errorf("start a busy process: %w", err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	return stop, nil
+}
+
+// newBusyCmd is the busy process of soak --busy: it spins one CPU until
+// it is killed.
+func newBusyCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "busy",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			runtime.GOMAXPROCS(1)
+			for n := uint64(0); ; n++ {
+				if n == 0 {
+					runtime.Gosched()
+				}
+			}
+		},
+	}
 }

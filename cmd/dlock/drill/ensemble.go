@@ -137,7 +137,13 @@ func (e *ensemble) Close() error {
 // startEtcdEnsemble starts a 3-member etcd cluster (etcd's default
 // heartbeat and election timeout, fsync on, peer links through proxies).
 func startEtcdEnsemble(ctx context.Context, dir string) (*ensemble, error) {
-	c, err := etcdproc.StartCluster(ctx, 3, etcdproc.Options{Dir: dir, PeerProxies: true})
+	return etcdEnsemble(ctx, dir, false)
+}
+
+// etcdEnsemble is startEtcdEnsemble; fast elects with a 50 ms heartbeat
+// and a 500 ms election timeout instead of etcd's 100 ms and 1 s.
+func etcdEnsemble(ctx context.Context, dir string, fast bool) (*ensemble, error) {
+	c, err := etcdproc.StartCluster(ctx, 3, etcdproc.Options{Dir: dir, PeerProxies: true, FastElection: fast})
 	if err != nil {
 		return nil, err
 	}

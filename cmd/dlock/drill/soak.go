@@ -44,6 +44,10 @@ type SoakOptions struct {
 	Every  time.Duration // a fault starts every Every; default 10s
 	Down   time.Duration // and lasts Down before it is undone; default 3s
 	Seed   uint64
+	// FastElection runs the etcd cluster with a 50 ms heartbeat and a
+	// 500 ms election timeout (etcd's: 100 ms and 1 s), so that sessions
+	// outlive the election after a fault on the leader; etcd only.
+	FastElection bool
 	// History keeps every event of the run for SoakResult.WriteHistory
 	// (--history); without it no event is kept.
 	History bool
@@ -104,6 +108,9 @@ func (o *SoakOptions) defaults() error {
 	if o.Duration <= 0 || o.Workers < 1 || o.Names < 1 || o.Work <= 0 || o.Session <= 0 || o.Every <= 0 || o.Down <= 0 {
 		return errors.New("soak: duration, work, session, every, down > 0; workers, names >= 1")
 	}
+	if o.FastElection && o.Backend != backend.Etcd {
+		return fmt.Errorf("soak: a fast election is an etcd setting, not %s's", o.Backend)
+	}
 	if o.Down >= o.Every {
 		return fmt.Errorf("soak: --down %v must be shorter than --every %v", o.Down, o.Every)
 	}
@@ -135,7 +142,7 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	target, err := startSoakTarget(ctx, o.Backend, dir, o.Session)
+	target, err := startSoakTarget(ctx, o.Backend, dir, o.Session, o.FastElection)
 	if err != nil {
 		return nil, err
 	}

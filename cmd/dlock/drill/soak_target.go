@@ -33,7 +33,7 @@ type soakTarget interface {
 // startSoakTarget starts the servers of kind under dir: a Redis master, its
 // replica and three Sentinels (redisTarget), or a 3-member etcd cluster or
 // ZooKeeper ensemble with every client and peer link behind a proxy.
-func startSoakTarget(ctx context.Context, kind, dir string, session time.Duration) (soakTarget, error) {
+func startSoakTarget(ctx context.Context, kind, dir string, session time.Duration, fastElection bool) (soakTarget, error) {
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if kind == backend.Redis {
@@ -42,6 +42,9 @@ func startSoakTarget(ctx context.Context, kind, dir string, session time.Duratio
 	start, ok := startEnsemble[kind]
 	if !ok {
 		return nil, fmt.Errorf("soak: no %s harness built in", kind)
+	}
+	if fastElection {
+		start = func(ctx context.Context, dir string) (*ensemble, error) { return etcdEnsemble(ctx, dir, true) }
 	}
 	ens, err := start(sctx, dir)
 	if err != nil {
