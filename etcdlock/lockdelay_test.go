@@ -3,7 +3,7 @@ package etcdlock
 import (
 	"context"
 	"errors"
-		"testing"
+	"testing"
 	"time"
 
 	"github.com/dlockgo/dlock"
@@ -278,7 +278,7 @@ func TestOrphanSweep(t *testing.T) {
 		t.Fatalf("the killed holder's mark: %v, want it left", ks)
 	}
 	c := newClient(t)
-	if l, err := c.Mutex(n+".other").Acquire(testCtx(t, 10*time.Second)); err != nil {
+	if l, err := c.Mutex(n + ".other").Acquire(testCtx(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	} else if err := l.Unlock(context.Background()); err != nil {
 		t.Fatal(err)
