@@ -34,6 +34,9 @@
 //	                                     seconds (>= etcd's    (a shorter d is
 //	                                     minimum lease TTL)    refused)
 //	ReplicaAck      yes                  refused (consensus)   refused (consensus)    refused
+//	LockDelay(d)    refused (d > 0)      yes; default: the     refused (d > 0)        any d (it tells a
+//	                                     lost holder's keep                           holder before it
+//	                                                                                  frees its lock)
 //	tokens          clock and a counter  create revision       czxid                  one counter
 //	                per hash slot
 //	MultiLock       one script, or slot  one transaction;      one transaction;       one step
