@@ -17,21 +17,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// lossCounter counts the losses its Clients report, by reason.
-type lossCounter struct {
-	observe.Nop
-	expired, unreachable atomic.Int64
-}
-
-func (o *lossCounter) ObserveLost(e observe.LostEvent) {
-	switch e.Reason {
-	case observe.LostExpired:
-		o.expired.Add(1)
-	case observe.LostUnreachable:
-		o.unreachable.Add(1)
-	}
-}
-
 // TestEarlyRevokeHazard: etcd v3.7.3 ends leases early after a paused
 // leader resumes (docs/RELIABILITY.md): the resumed member revokes the
 // leases whose expiry had passed on its clock of before the pause, while
@@ -69,18 +54,18 @@ func TestEarlyRevokeHazard(t *testing.T) {
 	)
 	var w witness.Beliefs
 	early, rounds, plainEarly := 0, 0, 0
-	var expired, unreachable int64
+	var expired, unreachable int
 	for rounds < minRounds || early+plainEarly == 0 && rounds < maxRounds {
 		rounds++
-		obs := &lossCounter{}
+		obs := &witness.Losses{}
 		if hazardRound(t, ctx, cl, &w, obs, fmt.Sprintf("r%d", rounds), names, ttl, pause) {
 			plainEarly++
 		}
-		if obs.expired.Load() > 0 {
+		if obs.Count(observe.LostExpired) > 0 {
 			early++
 		}
-		expired += obs.expired.Load()
-		unreachable += obs.unreachable.Load()
+		expired += obs.Count(observe.LostExpired)
+		unreachable += obs.Count(observe.LostUnreachable)
 	}
 	grants, double := w.Check()
 	t.Logf("%d rounds: etcd revoked a holder's lease early in %d (%d holds told \"expired\", %d \"unreachable\"), one of the plain leases in %d; %d grants, %d double grants",
@@ -94,7 +79,7 @@ func TestEarlyRevokeHazard(t *testing.T) {
 // keeps 8 plain leases of etcd's minimum TTL alive every 150 ms through the
 // followers, as the reproduction against etcd alone does (RELIABILITY.md);
 // it reports whether etcd revoked one of them early.
-func hazardRound(t *testing.T, ctx context.Context, cl *etcdproc.Cluster, w *witness.Beliefs, obs *lossCounter, round string, names int, ttl, pause time.Duration) (plainEarly bool) {
+func hazardRound(t *testing.T, ctx context.Context, cl *etcdproc.Cluster, w *witness.Beliefs, obs *witness.Losses, round string, names int, ttl, pause time.Duration) (plainEarly bool) {
 	t.Helper()
 	leader, err := cl.Leader(ctx)
 	if err != nil {
@@ -115,17 +100,6 @@ func hazardRound(t *testing.T, ctx context.Context, cl *etcdproc.Cluster, w *wit
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	// hold keeps l until it is lost or the round stops, then gives it up.
-	hold := func(name string, l *dlock.Lease) {
-		select {
-		case <-l.Done():
-		case <-stop:
-		}
-		w.Leaving(name, l)
-		uctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_ = l.Unlock(uctx)
-		cancel()
-	}
 	var clients []*Client
 	admin := etcdClient(t, followers...)
 	for i := range names {
@@ -137,34 +111,7 @@ func hazardRound(t *testing.T, ctx context.Context, cl *etcdproc.Cluster, w *wit
 			t.Fatalf("round %s: the holder: %v", round, err)
 		}
 		w.Granted(name, "holder", l)
-		wg.Add(3)
-		go func() { defer wg.Done(); hold(name, l) }()
-		go func() { // a waiter queued behind the holder
-			defer wg.Done()
-			l, err := q.Mutex(name).Acquire(ctx, dlock.Wait(3*pause+5*time.Second))
-			if err == nil {
-				w.Granted(name, "waiter", l)
-				hold(name, l)
-			}
-		}()
-		go func() { // a prober trying the lock once in a while
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-				pctx, cancel := context.WithTimeout(ctx, time.Second)
-				l, err := p.Mutex(name).Acquire(pctx, dlock.Wait(0))
-				cancel()
-				if err == nil {
-					w.Granted(name, "prober", l)
-					w.Leaving(name, l)
-					_ = l.Unlock(ctx)
-				}
-			}
-		}()
+		w.Contend(ctx, name, l, acquirer(q, name), acquirer(p, name), 3*pause+5*time.Second, stop, &wg)
 		awaitQueued(t, admin, h.dir("mutex", name))
 	}
 	var plain sync.WaitGroup

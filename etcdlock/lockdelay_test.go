@@ -56,6 +56,26 @@ func cutOffHolder(t *testing.T, ttl time.Duration) (*Client, *etcdproc.Proxy) {
 	return newClientOn(t, etcdClient(t, p.Endpoint()), Config{TTL: ttl}), p
 }
 
+// behind is what an Acquire made behind a holder got, and the holder's
+// Err at that moment.
+type behind struct {
+	l       *dlock.Lease
+	err     error
+	at      time.Time
+	heldErr error
+}
+
+// acquireBehind acquires lk (waiting up to wait) in the background, and
+// reports what it got, with held's Err when it returned.
+func acquireBehind(ctx context.Context, lk dlock.Locker, held *dlock.Lease, wait time.Duration) <-chan behind {
+	got := make(chan behind, 1)
+	go func() {
+		l, err := lk.Acquire(ctx, dlock.Wait(wait))
+		got <- behind{l, err, time.Now(), held.Err()}
+	}()
+	return got
+}
+
 // awaitQueued waits until dir has a key besides the holder's.
 func awaitQueued(t *testing.T, cli *clientv3.Client, dir string) {
 	t.Helper()
@@ -87,19 +107,9 @@ func TestLockDelayHolderCutOff(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				type result struct {
-					l      *dlock.Lease
-					err    error
-					at     time.Time
-					heldOK error // the holder's Err at the grant
-				}
-				got := make(chan result, 1)
-				wait := func() {
-					l, err := tc.waiter(b, n).Acquire(ctx, dlock.Wait(30*time.Second))
-					got <- result{l, err, time.Now(), held.Err()}
-				}
+				var got <-chan behind
 				if queued {
-					go wait()
+					got = acquireBehind(ctx, tc.waiter(b, n), held, 30*time.Second)
 					awaitQueued(t, admin, tc.dir(a, n))
 				}
 				keep := a.keepFor()
@@ -108,14 +118,14 @@ func TestLockDelayHolderCutOff(t *testing.T) {
 				revoked := time.Now()
 				if !queued {
 					time.Sleep(100 * time.Millisecond)
-					go wait()
+					got = acquireBehind(ctx, tc.waiter(b, n), held, 30*time.Second)
 				}
 				r := <-got
 				if r.err != nil {
 					t.Fatalf("the next acquirer after the revoke: %v", r.err)
 				}
-				if !errors.Is(r.heldOK, dlock.ErrLockLost) {
-					t.Fatalf("granted %v after the revoke while the cut-off holder still held (Err %v)", r.at.Sub(revoked), r.heldOK)
+				if !errors.Is(r.heldErr, dlock.ErrLockLost) {
+					t.Fatalf("granted %v after the revoke while the cut-off holder still held (Err %v)", r.at.Sub(revoked), r.heldErr)
 				}
 				if r.l.Token() <= held.Token() {
 					t.Fatalf("token %d after %d", r.l.Token(), held.Token())
@@ -150,26 +160,21 @@ func TestLockDelayToldHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	var heldErr error
-	go func() {
-		l, err := b.Mutex(n).Acquire(ctx, dlock.Wait(20*time.Second))
-		heldErr = held.Err()
-		if err == nil {
-			err = l.Unlock(ctx)
-		}
-		got <- err
-	}()
+	got := acquireBehind(ctx, b.Mutex(n), held, 20*time.Second)
 	awaitQueued(t, admin, a.dir("mutex", n))
 	revoke(t, admin, a.sessionID())
 	revoked := time.Now()
-	if err := <-got; err != nil {
-		t.Fatalf("the waiter: %v (the holder's Client never let it in)", err)
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("the waiter: %v (the holder's Client never let it in)", r.err)
 	}
-	if !errors.Is(heldErr, dlock.ErrLockLost) {
-		t.Fatalf("granted while the holder still held (Err %v)", heldErr)
+	if !errors.Is(r.heldErr, dlock.ErrLockLost) {
+		t.Fatalf("granted while the holder still held (Err %v)", r.heldErr)
 	}
-	t.Logf("granted %v after the revoke (keepalive every %v)", time.Since(revoked).Round(time.Millisecond), time.Second)
+	t.Logf("granted %v after the revoke (keepalive every %v)", r.at.Sub(revoked).Round(time.Millisecond), time.Second)
+	if err := r.l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestLockDelayUnlockHandsOff: an Unlock hands the lock on at once, whatever
@@ -186,20 +191,17 @@ func TestLockDelayUnlockHandsOff(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := make(chan error, 1)
-			go func() {
-				l, err := tc.waiter(b, n).Acquire(ctx, dlock.Wait(10*time.Second))
-				if err == nil {
-					err = l.Unlock(ctx)
-				}
-				got <- err
-			}()
+			got := acquireBehind(ctx, tc.waiter(b, n), held, 10*time.Second)
 			awaitQueued(t, admin, tc.dir(a, n))
 			if err := held.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if err := <-got; err != nil {
-				t.Fatalf("the waiter after an Unlock: %v", err)
+			r := <-got
+			if r.err != nil {
+				t.Fatalf("the waiter after an Unlock: %v", r.err)
+			}
+			if err := r.l.Unlock(ctx); err != nil {
+				t.Fatal(err)
 			}
 			awaitKeys(t, admin, a.markOf(tc.dir(a, n)), "no marks", func(ks []*keyInfo) bool { return len(ks) == 0 })
 		})
@@ -222,24 +224,19 @@ func TestLockDelayZero(t *testing.T) {
 	if ks := keysIn(t, admin, a.markOf(a.dir("mutex", n))); len(ks) != 0 {
 		t.Fatalf("LockDelay(0) wrote marks: %v", ks)
 	}
-	got := make(chan error, 1)
-	var heldErr error
-	go func() {
-		l, err := b.Mutex(n).Acquire(ctx, dlock.Wait(20*time.Second))
-		heldErr = held.Err()
-		if err == nil {
-			err = l.Unlock(ctx)
-		}
-		got <- err
-	}()
+	got := acquireBehind(ctx, b.Mutex(n), held, 20*time.Second)
 	awaitQueued(t, admin, a.dir("mutex", n))
 	p.Cut()
 	revoke(t, admin, a.sessionID())
-	if err := <-got; err != nil {
-		t.Fatal(err)
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
 	}
-	if heldErr != nil {
-		t.Fatalf("the holder was told (%v) before the grant: LockDelay(0) should change nothing", heldErr)
+	if r.heldErr != nil {
+		t.Fatalf("the holder was told (%v) before the grant: LockDelay(0) should change nothing", r.heldErr)
+	}
+	if err := r.l.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 

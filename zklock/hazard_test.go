@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,23 +16,6 @@ import (
 
 // hazardSession is the session timeout of TestPausedLeaderHazard's holders.
 const hazardSession = 3 * time.Second
-
-// lossReasons counts the losses its Clients report, by reason.
-type lossReasons struct {
-	observe.Nop
-	expired, unreachable, taken atomic.Int64
-}
-
-func (o *lossReasons) ObserveLost(e observe.LostEvent) {
-	switch e.Reason {
-	case observe.LostExpired:
-		o.expired.Add(1)
-	case observe.LostUnreachable:
-		o.unreachable.Add(1)
-	case observe.LostDeletedOrTaken:
-		o.taken.Add(1)
-	}
-}
 
 // TestPausedLeaderHazard asks of ZooKeeper what TestEarlyRevokeHazard
 // (etcdlock) asks of etcd, which ends leases early after a paused leader
@@ -54,21 +36,21 @@ func TestPausedLeaderHazard(t *testing.T) {
 	ctx := testCtx(t, 5*time.Minute)
 	e := partitionEnsemble(t, partitionTick)
 	var w witness.Beliefs
-	obs := &lossReasons{}
+	obs := &witness.Losses{}
 	const rounds = 3
 	for r := 1; r <= rounds; r++ {
 		pausedLeaderRound(t, ctx, e, &w, obs, fmt.Sprintf("r%d", r), 4, hazardSession, hazardSession+time.Second)
 	}
 	grants, double := w.Check()
 	t.Logf("%d rounds: holds lost %d \"expired\" (the ensemble ended a session), %d \"unreachable\" (told on the client's clock), %d \"deleted_or_taken\"; %d grants, %d double grants",
-		rounds, obs.expired.Load(), obs.unreachable.Load(), obs.taken.Load(), grants, len(double))
+		rounds, obs.Count(observe.LostExpired), obs.Count(observe.LostUnreachable), obs.Count(observe.LostDeletedOrTaken), grants, len(double))
 	for _, d := range double {
 		t.Error("double grant: " + d)
 	}
 }
 
 // pausedLeaderRound is one round of TestPausedLeaderHazard.
-func pausedLeaderRound(t *testing.T, ctx context.Context, e *zkproc.Ensemble, w *witness.Beliefs, obs *lossReasons, round string, names int, session, pause time.Duration) {
+func pausedLeaderRound(t *testing.T, ctx context.Context, e *zkproc.Ensemble, w *witness.Beliefs, obs *witness.Losses, round string, names int, session, pause time.Duration) {
 	t.Helper()
 	leader, err := e.Leader(ctx)
 	if err != nil {
@@ -83,16 +65,6 @@ func pausedLeaderRound(t *testing.T, ctx context.Context, e *zkproc.Ensemble, w 
 	connect := strings.Join(followers, ",")
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	hold := func(name string, l *dlock.Lease) {
-		select {
-		case <-l.Done():
-		case <-stop:
-		}
-		w.Leaving(name, l)
-		uctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_ = l.Unlock(uctx)
-		cancel()
-	}
 	var clients []*Client
 	for i := range names {
 		name := fmt.Sprintf("%s-%s-%d", lockName(t), round, i)
@@ -105,37 +77,7 @@ func pausedLeaderRound(t *testing.T, ctx context.Context, e *zkproc.Ensemble, w 
 			t.Fatalf("round %s: the holder: %v", round, err)
 		}
 		w.Granted(name, "holder", l)
-		queued := make(chan struct{})
-		wg.Add(3)
-		go func() { defer wg.Done(); hold(name, l) }()
-		go func() { // a waiter queued behind the holder
-			defer wg.Done()
-			close(queued)
-			l, err := q.Mutex(name).Acquire(ctx, dlock.Wait(3*pause+10*time.Second))
-			if err == nil {
-				w.Granted(name, "waiter", l)
-				hold(name, l)
-			}
-		}()
-		go func() { // a prober trying the lock once in a while
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-				pctx, cancel := context.WithTimeout(ctx, time.Second)
-				l, err := p.Mutex(name).Acquire(pctx, dlock.Wait(0))
-				cancel()
-				if err == nil {
-					w.Granted(name, "prober", l)
-					w.Leaving(name, l)
-					_ = l.Unlock(ctx)
-				}
-			}
-		}()
-		<-queued
+		w.Contend(ctx, name, l, acquirer(q, name), acquirer(p, name), 3*pause+10*time.Second, stop, &wg)
 	}
 	time.Sleep(500 * time.Millisecond) // the waiters' nodes are in
 	if err := leader.Pause(); err != nil {

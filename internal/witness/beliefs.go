@@ -1,9 +1,11 @@
 package witness
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Believer is what Beliefs needs of a held lock.
@@ -55,4 +57,50 @@ func (b *Beliefs) Check() (grants int, double []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.grants, slices.Clone(b.double)
+}
+
+// Contend plays one lock name of a lock-delay test: held, granted to its
+// holder and already recorded, is kept until it is lost or stop closes;
+// waiter queues behind it at once (waiting up to wait); prober tries the
+// lock without waiting every 100 ms until stop closes. Every grant is
+// recorded in b and kept as a holder keeps a lock (until it is lost or
+// stop closes), then unlocked. wg counts the goroutines it starts.
+func (b *Beliefs) Contend(ctx context.Context, name string, held Held, waiter, prober Acquire, wait time.Duration, stop <-chan struct{}, wg *sync.WaitGroup) {
+	hold := func(l Held) {
+		select {
+		case <-l.Done():
+		case <-stop:
+		}
+		b.Leaving(name, l)
+		uctx, cancel := context.WithTimeout(ctx, unlockTimeout)
+		_ = l.Unlock(uctx)
+		cancel()
+	}
+	wg.Add(3)
+	go func() { defer wg.Done(); hold(held) }()
+	go func() {
+		defer wg.Done()
+		if l, err := waiter(ctx, wait); err == nil {
+			b.Granted(name, "waiter", l)
+			hold(l)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			l, err := prober(pctx, 0)
+			cancel()
+			if err == nil {
+				b.Granted(name, "prober", l)
+				b.Leaving(name, l)
+				_ = l.Unlock(ctx)
+			}
+		}
+	}()
 }
