@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -69,8 +70,9 @@ fault and of each kind are printed; --report writes the timeline, --history ever
 run (one JSON object a line, for a checker of your own: docs/DRILLS.md). The command exits 1 when a
 check fails. Needs redis-server, etcd or ZooKeeper installed (scripts/install.sh).
 
---runs N runs the soak N times, one after another, each on servers of its own, and prints a line per
-run and the counts of all of them (a failed run's whole verdict too; with --history, its history to
+--runs N runs the soak N times, one after another, each on servers of its own (each run starting the
+cycle of faults one fault later than the run before), and prints a line per run and the counts of all
+of them (a failed run's whole verdict too; with --history, its history to
 FILE.runN); --busy K keeps K busy processes spinning beside the runs, so that the CPU is saturated,
 as a loaded machine's would be. --fast-election runs etcd with a 50 ms heartbeat and a 500 ms
 election timeout, so that sessions outlive a new leader's election.`,
@@ -154,7 +156,12 @@ func soakSeries(c *cobra.Command, f *drillFlags, o drill.SoakOptions, runs, busy
 	defer stop()
 	out := c.OutOrStdout()
 	var outErr error
+	faults := series.Faults
 	for i := 1; i <= runs; i++ {
+		// Each run starts the cycle one fault later, so that a short run
+		// that meets only some faults leaves none out of the series.
+		k := (i - 1) % len(faults)
+		o.Faults = append(slices.Clone(faults[k:]), faults[:k]...)
 		bar := newProgress(c.ErrOrStderr(), !f.json)
 		o.Progress = bar.update
 		res, err := drill.Soak(c.Context(), o)

@@ -36,22 +36,25 @@ type SoakSeries struct {
 	FailedAcquires   int   `json:"failed_acquires"`
 	Losses           int   `json:"losses"`
 	Strikes          int   `json:"strikes"`
-	Ops              int   `json:"ops"`
+	// ByKind counts the strikes of each kind of fault.
+	ByKind map[string]int `json:"strikes_by_kind"`
+	Ops    int            `json:"ops"`
 }
 
 // SoakRun is one run of a SoakSeries.
 type SoakRun struct {
-	Run              int    `json:"run"`
-	OK               bool   `json:"ok"`
-	Mutex            string `json:"mutex"`
-	Fenced           string `json:"fenced"`
-	Tokens           string `json:"tokens"`
-	DoubleGrants     int    `json:"double_grants"`
-	PlainLostUpdates int64  `json:"plain_lost_updates"`
-	Acquisitions     int    `json:"acquisitions"`
-	Losses           int    `json:"losses"`
-	Strikes          int    `json:"strikes"`
-	Ops              int    `json:"ops"`
+	Run              int      `json:"run"`
+	OK               bool     `json:"ok"`
+	Mutex            string   `json:"mutex"`
+	Fenced           string   `json:"fenced"`
+	Tokens           string   `json:"tokens"`
+	DoubleGrants     int      `json:"double_grants"`
+	PlainLostUpdates int64    `json:"plain_lost_updates"`
+	Acquisitions     int      `json:"acquisitions"`
+	Losses           int      `json:"losses"`
+	Strikes          int      `json:"strikes"`
+	Faults           []string `json:"faults"` // the kinds that struck, in order
+	Ops              int      `json:"ops"`
 }
 
 // NewSoakSeries returns the empty series of soaks of o beside busy busy
@@ -68,6 +71,13 @@ func (s *SoakSeries) Add(r *SoakResult) SoakRun {
 	run := SoakRun{Run: len(s.Runs) + 1, OK: r.OK(), Mutex: r.Mutex, Fenced: r.Fenced, Tokens: r.Tokens,
 		DoubleGrants: r.DoubleGrants, PlainLostUpdates: r.PlainLostUpdates, Acquisitions: r.Acquisitions,
 		Losses: r.Losses, Strikes: len(r.Strikes), Ops: r.Ops}
+	if s.ByKind == nil {
+		s.ByKind = map[string]int{}
+	}
+	for _, f := range r.Strikes {
+		run.Faults = append(run.Faults, f.Kind)
+		s.ByKind[f.Kind]++
+	}
 	s.Runs = append(s.Runs, run)
 	if run.OK {
 		s.Passed++
@@ -114,8 +124,8 @@ func (r SoakRun) Line(of int) string {
 		}
 		verdict = "FAILED: " + strings.Join(bad, "; ")
 	}
-	return fmt.Sprintf("run %d of %d: %s (%s acquisitions, %d faults, %d holds lost and told, %s operations checked)",
-		r.Run, of, verdict, strconv.Itoa(r.Acquisitions), r.Strikes, r.Losses, strconv.Itoa(r.Ops))
+	return fmt.Sprintf("run %d of %d: %s (%s acquisitions, faults %s, %d holds lost and told, %s operations checked)",
+		r.Run, of, verdict, strconv.Itoa(r.Acquisitions), strings.Join(r.Faults, ", "), r.Losses, strconv.Itoa(r.Ops))
 }
 
 // WriteText writes the series' totals.
@@ -135,9 +145,20 @@ func (s *SoakSeries) WriteText(w io.Writer) error {
 			{"plain updates lost", fmt.Sprintf("%d of %s", s.PlainLostUpdates, strconv.FormatInt(s.PlainWrites, 10))},
 			{"holds lost", fmt.Sprintf("%s, each told before its lock went to anyone else (the mutex model)", strconv.Itoa(s.Losses))},
 			{"acquisitions", fmt.Sprintf("%s (%s failed attempts)", strconv.Itoa(s.Acquisitions), strconv.Itoa(s.FailedAcquires))},
-			{"faults struck", strconv.Itoa(s.Strikes)},
+			{"faults struck", s.struck()},
 			{"operations checked", strconv.Itoa(s.Ops)},
 		},
 	}
 	return t.Write(w)
+}
+
+// struck is the strikes, in all and by kind (in the order of Faults).
+func (s *SoakSeries) struck() string {
+	var by []string
+	for _, k := range s.Faults {
+		if n := s.ByKind[k]; n > 0 {
+			by = append(by, fmt.Sprintf("%s %d", k, n))
+		}
+	}
+	return fmt.Sprintf("%d (%s)", s.Strikes, strings.Join(by, ", "))
 }
