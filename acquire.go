@@ -105,6 +105,12 @@ type acquisition struct {
 	// on while it was in flight is in; reply then returns it.
 	flying <-chan struct{}
 	reply  func() grant
+	// unsure: the last attempt's call was cut by ctx's deadline, so a
+	// grant it made may never have been read; Acquire gives it back.
+	unsure bool
+	// carried: the attempt acquires for the owner ctx carries (a re-entry,
+	// maybe), not for an owner of its own.
+	carried bool
 }
 
 // prepare checks the call's arguments and options and makes its attempt.
@@ -138,11 +144,12 @@ func (c *Client) prepare(ctx context.Context, sh redisShape, spec *shapeSpec, op
 	if ttl == 0 {
 		ttl = c.timeout
 	}
-	a := spec.newAttempt(c, seam.CarriedOwner(ctx), ttl, start)
+	owner := seam.CarriedOwner(ctx)
+	a := spec.newAttempt(c, owner, ttl, start)
 	if spec.leave != nil && cfg.Wait != 0 {
 		a.setQueue(cmp.Or(cfg.QueueTimeout, defaultQueueTimeout))
 	}
-	return acquisition{c: c, sh: sh, spec: spec, a: a, cfg: cfg}, nil
+	return acquisition{c: c, sh: sh, spec: spec, a: a, cfg: cfg, carried: owner != ""}, nil
 }
 
 // await tries until a grant, the end of the wait, or an error. sent is
@@ -172,7 +179,10 @@ func (q *acquisition) await(ctx context.Context, start time.Time) (g grant, sent
 			q.undoLate(ctx)
 		case spec.leave != nil && (a.queue > 0 || !isNotAcquired(err)):
 			// A clean refusal of Wait(0) queued nothing and was granted nothing.
+			// (Leaving also gives back a grant whose reply was lost.)
 			c.leaveQueue(ctx, spec, spec.leave(a), a.queue)
+		case q.unsure:
+			q.giveBackUnsure()
 		}
 	}()
 	late := 0 // grants in a row that came after their lease ran out
@@ -338,19 +348,19 @@ func (c *Client) background(f func()) bool {
 // tryGrant runs one acquire attempt and returns by ctx's deadline even when
 // Redis does not answer. A shape's one script call goes through the
 // Client's batcher (pipelined with the calls of other callers); it runs on
-// the caller's goroutine when nothing else is in flight and the call is
-// bounded anyway (see inline). A shape that makes several calls per
-// attempt (spec.try, ReplicaAck) runs on the caller's goroutine when the
-// call is bounded, else on one of the Client's worker goroutines while the
-// caller watches ctx. When ctx ends first, an attempt already sent is
-// left in q.flying: Acquire undoes what it did once its reply is in
-// (undoLate).
+// the caller's goroutine when nothing else is in flight and the call ends
+// by ctx's deadline anyway (see inline). A shape that makes several calls
+// per attempt (spec.try, ReplicaAck) runs on the caller's goroutine in the
+// same case, else on one of the Client's worker goroutines while the
+// caller watches ctx. When ctx ends first, an attempt already sent is left
+// in q.flying: Acquire undoes what it did once its reply is in (undoLate);
+// an attempt whose call ctx's deadline cut is marked q.unsure.
 func (q *acquisition) tryGrant(ctx context.Context) (grant, error) {
 	c, spec := q.c, q.spec
 	if spec.try != nil || q.cfg.Replicas != 0 {
 		return q.tryBeside(ctx)
 	}
-	cmd, flying, err := c.calls.do(ctx, q.sh.acquireCall(q.a), c.inline(ctx), true)
+	cmd, flying, err := c.calls.do(ctx, q.sh.acquireCall(q.a), q.inline(ctx), true)
 	if err != nil {
 		if flying != nil {
 			q.flying = flying.done
@@ -360,6 +370,7 @@ func (q *acquisition) tryGrant(ctx context.Context) (grant, error) {
 	}
 	g, err := readGrant(cmd)
 	if err != nil {
+		q.unsure = ctx.Err() != nil && q.undoable()
 		return q.failed(ctx, err)
 	}
 	return q.read(g)
@@ -368,8 +379,12 @@ func (q *acquisition) tryGrant(ctx context.Context) (grant, error) {
 // tryBeside is tryGrant for the shapes that make several calls per attempt.
 func (q *acquisition) tryBeside(ctx context.Context) (grant, error) {
 	c := q.c
-	if c.inline(ctx) {
-		return q.tryOnce(ctx)
+	if c.ends(ctx) || (q.spec.try == nil && q.inline(ctx)) {
+		// A RedLock's try calls other clients: only the first case is
+		// known to end by the deadline.
+		g, err := q.tryOnce(ctx)
+		q.unsure = err != nil && ctx.Err() != nil && q.undoable()
+		return g, err
 	}
 	type result struct {
 		g   grant
@@ -396,6 +411,55 @@ func (q *acquisition) tryBeside(ctx context.Context) (grant, error) {
 	return grant{}, wrap("acquire", q.spec.kind, q.spec.name, ctx.Err())
 }
 
+// inline reports whether the attempt's call under ctx may run on the
+// caller's goroutine: it returns by ctx's deadline, through the Client's
+// deadlined copy of the go-redis client or because rdb's own bound is
+// sooner, and a grant whose reply the deadline cuts off can be given back
+// without knowing it was made. That holds for a shape that leaves its
+// queue (the leave gives back such a grant), for a holder id of this call
+// alone (a release of what was not granted changes nothing); not for a
+// re-entry of an owner that may hold the lock already (a give-back would
+// end one of its holds): that attempt runs on a worker, whose reply is
+// always read.
+func (q *acquisition) inline(ctx context.Context) bool {
+	c := q.c
+	if ctx.Done() == nil {
+		return true
+	}
+	_, deadline := ctx.Deadline()
+	if !c.bounded && !(deadline && c.deadlined != nil) {
+		return c.ends(ctx)
+	}
+	return q.undoable()
+}
+
+// undoable reports whether a grant the attempt may have made can be given
+// back unseen (see inline).
+func (q *acquisition) undoable() bool {
+	return q.spec.leave != nil || !q.spec.owned || !q.carried
+}
+
+// ends reports whether a call under ctx through the user's go-redis client
+// returns by ctx's deadline: it has none, or rdb bounds the call by it
+// (ContextTimeoutEnabled) or ends it sooner by its own timeouts.
+func (c *Client) ends(ctx context.Context) bool {
+	if c.bounded || ctx.Done() == nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return !ok || (c.hung > 0 && time.Until(d) > c.hung)
+}
+
+// giveBackUnsure gives back, in the background, a grant that the attempt
+// whose call ctx's deadline cut may have made (see inline): a release by
+// the attempt's own holder ids, which changes nothing where none was made.
+func (q *acquisition) giveBackUnsure() {
+	beside := *q
+	q.c.background(func() {
+		beside.giveBack(context.Background(), grant{ok: true})
+	})
+}
+
 // undoLate undoes, in the background, what the attempt still in flight
 // when Acquire gave up did, once its reply is in: a shape with a queue
 // leaves it (which also gives back a grant made to the attempt), any other
@@ -414,16 +478,6 @@ func (q *acquisition) undoLate(ctx context.Context) {
 			beside.giveBack(context.Background(), g)
 		}
 	})
-}
-
-// inline reports whether a call under ctx returns by ctx's deadline on the
-// caller's goroutine (see tryGrant).
-func (c *Client) inline(ctx context.Context) bool {
-	if c.bounded || ctx.Done() == nil {
-		return true
-	}
-	d, ok := ctx.Deadline()
-	return !ok || (c.hung > 0 && time.Until(d) > c.hung)
 }
 
 // workerIdle is how long a worker goroutine (runBeside) waits for another

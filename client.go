@@ -102,6 +102,11 @@ type Client struct {
 	bounded bool
 	hung    time.Duration
 	idle    chan func() // attempts handed to an idle worker (see runBeside)
+	// deadlined is rdb with ContextTimeoutEnabled, sharing its pool (nil
+	// when rdb has it already, or is not a *redis.Client: see
+	// deadlinedCopy): the calls made under a ctx with a deadline go through
+	// it, on the caller's goroutine.
+	deadlined redis.UniversalClient
 
 	// Script arguments every lock of this Client passes, boxed once.
 	argClient, argCheck any
@@ -130,19 +135,35 @@ type Client struct {
 // New returns a Client on rdb, configured by cfg (at most one Config;
 // none: the defaults). rdb stays the caller's: Close does not close it.
 //
-// Acquire returns by its ctx's deadline even when Redis does not answer. A
-// go-redis client without ContextTimeoutEnabled waits for its ReadTimeout
-// (and retries) on a silent server, whatever the ctx says; on such a
-// client an attempt whose ctx has a deadline sooner than that runs on a
-// goroutine of the Client's beside the wait (a few microseconds more per
-// attempt). With ContextTimeoutEnabled go-redis bounds the call itself and
-// every attempt runs on the caller's goroutine: set it if you can. A ctx
-// cancelled without a deadline is seen at once while Acquire waits; a
-// round trip already in flight then ends by the client's ReadTimeout, as
+// Acquire returns by its ctx's deadline even when Redis does not answer,
+// whatever rdb's options say. A go-redis client without
+// ContextTimeoutEnabled (the default) waits for its ReadTimeout and retries
+// on a silent server whatever the ctx says. On a *redis.Client (standalone
+// or Sentinel failover) the calls made under a ctx with a deadline
+// (Acquire's attempts, Unlock, Extend) therefore go through a copy of rdb
+// with ContextTimeoutEnabled set and every other option kept, which shares
+// rdb's connection pool, so a deadline costs nothing. The copy is made by
+// New: it runs the hooks added to rdb before New (AddHook: tracing,
+// metrics of go-redis calls), not those added after it. On a Cluster or a
+// Ring client without ContextTimeoutEnabled, and on a client whose
+// ReadTimeout is -2 (go-redis sets no deadline), an attempt under a
+// deadline runs on a goroutine of the Client's while the caller watches
+// its ctx: set ContextTimeoutEnabled there to spare that hand-off. Either
+// way a grant whose reply comes after the deadline, or is cut off by it,
+// is given back in the background.
+//
+// A ctx cancelled without a deadline is seen at once while Acquire waits;
+// a round trip already in flight then ends by the client's ReadTimeout, as
 // every go-redis call does.
 func New(rdb redis.UniversalClient, cfg ...Config) (*Client, error) {
 	if rdb == nil || isNilPointer(rdb) {
 		return nil, seam.WrapCall("new client", fmt.Errorf("%w: nil redis client", ErrInvalidArgument))
+	}
+	if _, ring := rdb.(*redis.Ring); ring {
+		// A Ring shards keys and channels by its own hashing: a release's
+		// wake-up, published on the lock's shard, would not reach a waiter
+		// subscribed on another.
+		return nil, seam.WrapCall("new client", fmt.Errorf("%w: a redis.Ring is not supported (keys and pub/sub are sharded by the client); use a standalone, failover or Cluster client", ErrInvalidArgument))
 	}
 	if len(cfg) > 1 {
 		return nil, seam.WrapCall("new client", fmt.Errorf("%w: %d Configs (want at most one)", ErrInvalidArgument, len(cfg)))
@@ -158,9 +179,12 @@ func New(rdb redis.UniversalClient, cfg ...Config) (*Client, error) {
 	}
 	c.keeper = seam.NewKeeper[*attempt](c.observer, c.logger)
 	c.bounded, c.hung = callBound(rdb)
+	if !c.bounded {
+		c.deadlined = deadlinedCopy(rdb)
+	}
 	c.idle = make(chan func())
 	c.bg, c.stopBg = context.WithCancel(context.Background())
-	c.scripts = &scripter{rdb: rdb}
+	c.scripts = &scripter{rdb: rdb, deadlined: c.deadlined}
 	c.calls = &batcher{s: c.scripts, bg: c.bg, spawn: c.background}
 	c.wd = newWatchdog(c.scripts, c.keeper, c.timeout, c.batch)
 	c.sub = newSubscriber(c)
@@ -344,6 +368,29 @@ func callBound(rdb redis.UniversalClient) (bool, time.Duration) {
 		return false, 0
 	}
 	return false, time.Duration(tries) * (rt + wt + max(backoff, 0))
+}
+
+// deadlinedCopy returns rdb with ContextTimeoutEnabled set and every other
+// option kept, sharing rdb's connection pool and the hooks added to it so
+// far (go-redis's WithTimeout, the write timeout restored), for a
+// *redis.Client (standalone or Sentinel failover) on which go-redis sets
+// deadlines (no timeout of -2); else nil. A Cluster's or a Ring's copy
+// would need a client of its own, with connections of its own and none of
+// the hooks added to rdb: their calls under a deadline are handed off
+// instead.
+func deadlinedCopy(rdb redis.UniversalClient) redis.UniversalClient {
+	r, ok := rdb.(*redis.Client)
+	if !ok {
+		return nil
+	}
+	o := r.Options()
+	if o.ReadTimeout < -1 || o.WriteTimeout < -1 {
+		return nil
+	}
+	d := r.WithTimeout(o.ReadTimeout)
+	d.Options().WriteTimeout = o.WriteTimeout
+	d.Options().ContextTimeoutEnabled = true
+	return d
 }
 
 // listenCheck is the scripts' check flag: "1" when a hand-off must reach a

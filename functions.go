@@ -96,7 +96,11 @@ func (s *scripter) lost(ctx context.Context, err error) bool {
 	case redis.HasErrorPrefix(err, "NOSCRIPT"):
 		return true
 	case missingFunction(err):
-		if s.load(ctx) != nil {
+		// A server that refuses the load runs EVALSHA from now on; a load
+		// that did not get through (a deadline, a lost connection) is tried
+		// again by the next call that misses the function.
+		var refused redis.Error
+		if err := s.load(ctx); errors.As(err, &refused) {
 			s.evalOnly.Store(true)
 		}
 		return true
@@ -117,8 +121,9 @@ func (s *scripter) load(ctx context.Context) error {
 		}
 		return err
 	}
-	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+	rdb := s.via(ctx)
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return load(ctx, node) })
 	}
-	return load(ctx, s.rdb)
+	return load(ctx, rdb)
 }

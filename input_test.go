@@ -27,6 +27,11 @@ func TestBadInput(t *testing.T) {
 	if _, err := dlock.New(nil); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Fatalf("New(nil): %v", err)
 	}
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": rdb.Options().Addr}})
+	defer ring.Close()
+	if _, err := dlock.New(ring); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Fatalf("New(a Ring): %v, want ErrInvalidArgument (its pub/sub is sharded: a wake-up would not reach a waiter)", err)
+	}
 	for _, d := range []time.Duration{-time.Second, time.Microsecond} {
 		if _, err := dlock.New(rdb, dlock.Config{TTL: d}); !errors.Is(err, dlock.ErrInvalidDuration) {
 			t.Fatalf("watchdog timeout %v: %v", d, err)

@@ -55,9 +55,10 @@ func (q *acquisition) grantReplicated(ctx context.Context) (grant, error) {
 }
 
 // masterFor returns a client whose pipelines run on one connection to the
-// master serving key.
+// master serving key (through the Client's deadlined copy when ctx has a
+// deadline: see scripter.via).
 func (c *Client) masterFor(ctx context.Context, key string) (*redis.Client, error) {
-	switch r := c.rdb.(type) {
+	switch r := c.scripts.via(ctx).(type) {
 	case *redis.Client:
 		return r, nil
 	case *redis.ClusterClient:

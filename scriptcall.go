@@ -97,6 +97,20 @@ func (sc scriptCall) queueEval(ctx context.Context, p redis.Pipeliner) *redis.Cm
 type scripter struct {
 	rdb      redis.UniversalClient
 	evalOnly atomic.Bool // the server runs none of our functions
+	// deadlined, if not nil, is rdb with ContextTimeoutEnabled: the calls
+	// made under a ctx with a deadline (see via).
+	deadlined redis.UniversalClient
+}
+
+// via returns the client a call under ctx goes through: the one that ends
+// it at ctx's deadline when ctx has one and rdb would not, else rdb.
+func (s *scripter) via(ctx context.Context) redis.UniversalClient {
+	if s.deadlined != nil {
+		if _, ok := ctx.Deadline(); ok {
+			return s.deadlined
+		}
+	}
+	return s.rdb
 }
 
 // args returns sc's command as the scripter sends it now (FCALL or
@@ -112,11 +126,12 @@ func (s *scripter) args(sc scriptCall) []any {
 
 // run runs sc, and once more by EVAL if the server had lost it.
 func (s *scripter) run(ctx context.Context, sc scriptCall) *redis.Cmd {
+	rdb := s.via(ctx)
 	cmd := redis.NewCmd(ctx, s.args(sc)...)
-	_ = s.rdb.Process(ctx, cmd)
+	_ = rdb.Process(ctx, cmd)
 	if s.lost(ctx, cmd.Err()) {
 		cmd = redis.NewCmd(ctx, sc.evalArgs()...)
-		_ = s.rdb.Process(ctx, cmd)
+		_ = rdb.Process(ctx, cmd)
 	}
 	return cmd
 }
@@ -124,11 +139,12 @@ func (s *scripter) run(ctx context.Context, sc scriptCall) *redis.Cmd {
 // runInt runs a call whose script returns an integer: the reply is read
 // straight into an int64 (no boxing).
 func (s *scripter) runInt(ctx context.Context, sc scriptCall) (int64, error) {
+	rdb := s.via(ctx)
 	cmd := redis.NewIntCmd(ctx, s.args(sc)...)
-	_ = s.rdb.Process(ctx, cmd)
+	_ = rdb.Process(ctx, cmd)
 	if s.lost(ctx, cmd.Err()) {
 		cmd = redis.NewIntCmd(ctx, sc.evalArgs()...)
-		_ = s.rdb.Process(ctx, cmd)
+		_ = rdb.Process(ctx, cmd)
 	}
 	return cmd.Result()
 }

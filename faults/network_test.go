@@ -346,6 +346,89 @@ func TestAcquireHonoursDeadline(t *testing.T) {
 	}
 }
 
+// TestDeadlineReplyLost: Redis runs the acquire, and its reply comes after
+// the caller's deadline (toxiproxy delays every reply 1 s; the deadline is
+// 300 ms; go-redis's default options). Acquire returns at its deadline
+// with DeadlineExceeded, and the grant it never read is given back: a
+// Mutex leaves its queue, a Semaphore's permit and a new reader's hold are
+// released, so another client gets each lock long before its 30 s lease.
+// Keyspace notifications show that the grant was made.
+func TestDeadlineReplyLost(t *testing.T) {
+	const deadline, slack = 300 * time.Millisecond, 400 * time.Millisecond
+	noLeaks(t)
+	srv := redistest.Start(t)
+	direct := redistest.Client(t, srv)
+	px := newProxy(t, srv.Addr())
+	rdb := newRDB(t, px.Addr())
+	c := newClient(t, rdb)
+	other := newClient(t, direct)
+	// Loads the function library: the acquires below run at once.
+	if l, err := c.Mutex("lost-warm").Acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	} else if err := l.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := direct.ConfigSet(context.Background(), "notify-keyspace-events", "KA").Err(); err != nil {
+		t.Fatal(err)
+	}
+	shapes := []struct {
+		name      string
+		mine, his func(name string) dlock.Locker
+	}{
+		{"mutex", func(n string) dlock.Locker { return c.Mutex(n) }, func(n string) dlock.Locker { return other.Mutex(n) }},
+		{"semaphore", func(n string) dlock.Locker { return c.Semaphore(n, 1) }, func(n string) dlock.Locker { return other.Semaphore(n, 1) }},
+		{"rw_read", func(n string) dlock.Locker { return c.RWLock(n).ReadLock() }, func(n string) dlock.Locker { return other.RWLock(n).WriteLock() }},
+	}
+	for _, sh := range shapes {
+		name := "lost-" + sh.name
+		events := direct.PSubscribe(context.Background(), "__keyspace@0__:*{"+name+"}*")
+		if _, err := events.Receive(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := px.Delay(time.Second); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		start := time.Now()
+		l, err := sh.mine(name).Acquire(ctx)
+		took := time.Since(start)
+		cancel()
+		report(t, map[string]any{"test": t.Name(), "shape": sh.name, "ctx_deadline_ms": ms(deadline), "returned_after_ms": ms(took)})
+		if err == nil {
+			t.Fatalf("%s: Acquire whose reply comes after its deadline succeeded", sh.name)
+			_ = l
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: Acquire = %v, want an error wrapping context.DeadlineExceeded", sh.name, err)
+		}
+		if took > deadline+slack {
+			t.Errorf("%s: Acquire returned %v after it was called, its ctx's deadline %v", sh.name, took, deadline)
+		}
+		select {
+		case m := <-events.Channel():
+			t.Logf("%s: the grant wrote %s (%s)", sh.name, m.Channel, m.Payload)
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s: no key of the lock was written: Redis never ran the acquire, the test shows nothing", sh.name)
+		}
+		_ = events.Close()
+		if err := px.Heal(); err != nil {
+			t.Fatal(err)
+		}
+		actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
+		got := time.Now()
+		h, err := sh.his(name).Acquire(actx, dlock.Wait(8*time.Second))
+		acancel()
+		if err != nil {
+			t.Fatalf("%s: another client could not take the lock within 8 s of the cut grant (its lease is 30 s): %v", sh.name, err)
+		}
+		report(t, map[string]any{"test": t.Name(), "shape": sh.name, "free_after_ms": ms(time.Since(got))})
+		if err := h.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noZombie(t, "client", c)
+}
+
 // TestLateGrantsSayWhy delays every reply past the lease (toxiproxy
 // latency 1.2 s, lease 1 s): each grant arrives after its lease ran out on
 // the client's clock, is given back, and Acquire tries again until its ctx

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -33,11 +34,11 @@ type dlockInst struct {
 	rdbs  []*redis.Client
 	cs    []*dlock.Client
 	shape func(*dlock.Client, string) dlock.Locker
-	opts  []dlock.Option
+	wait  time.Duration
 }
 
 func openDlock(env Env, clients int, shape func(*dlock.Client, string) dlock.Locker) (Instance, error) {
-	d := &dlockInst{rdbs: goRedisClients(env.Redis[0], clients), shape: shape, opts: []dlock.Option{dlock.Wait(env.Wait)}}
+	d := &dlockInst{rdbs: goRedisClients(env.Redis[0], clients), shape: shape, wait: env.Wait}
 	cfg := dlock.Config{TTL: env.Lease}
 	for _, rdb := range d.rdbs {
 		c, err := dlock.New(rdb, cfg)
@@ -51,7 +52,7 @@ func openDlock(env Env, clients int, shape func(*dlock.Client, string) dlock.Loc
 }
 
 func (d *dlockInst) Worker(i int, name string) (Worker, error) {
-	return &dlockWorker{lk: d.shape(d.cs[i%len(d.cs)], name), opts: d.opts}, nil
+	return &leaseWorker{lk: d.shape(d.cs[i%len(d.cs)], name), wait: d.wait}, nil
 }
 
 // RenewalRoundTrips sums the watchdogs' renewal pipelines.
@@ -71,14 +72,23 @@ func (d *dlockInst) Close() error {
 	return errors.Join(append(errs, closeGoRedis(d.rdbs))...)
 }
 
-type dlockWorker struct {
+// leaseWorker is a worker of one of this project's Lockers (every
+// backend), called as the README tells users to: a ctx with a deadline (a
+// request's; here the wait budget and a second more) and Wait(budget). A
+// wait that runs out is ErrWaitTimeout.
+type leaseWorker struct {
 	lk   dlock.Locker
-	opts []dlock.Option
+	wait time.Duration
 	l    *dlock.Lease
 }
 
-func (w *dlockWorker) Lock(ctx context.Context) error {
-	l, err := w.lk.Acquire(ctx, w.opts...)
+func (w *leaseWorker) Lock(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, w.wait+time.Second)
+	defer cancel()
+	l, err := w.lk.Acquire(ctx, dlock.Wait(w.wait))
+	if errors.Is(err, dlock.ErrNotAcquired) {
+		return ErrWaitTimeout
+	}
 	if err != nil {
 		return err
 	}
@@ -86,17 +96,21 @@ func (w *dlockWorker) Lock(ctx context.Context) error {
 	return nil
 }
 
-func (w *dlockWorker) Unlock(ctx context.Context) error {
+func (w *leaseWorker) Unlock(ctx context.Context) error {
 	if w.l == nil {
-		return fmt.Errorf("libs: dlock: unlock without lock")
+		return fmt.Errorf("libs: %s: unlock without lock", w.lk.Name())
 	}
 	l := w.l
 	w.l = nil
-	return l.Unlock(ctx)
+	err := l.Unlock(ctx)
+	if errors.Is(err, dlock.ErrLockLost) {
+		return fmt.Errorf("%w: %w", ErrLost, err)
+	}
+	return err
 }
 
 // Lost reports whether the held lease was lost.
-func (w *dlockWorker) Lost() bool { return w.l != nil && w.l.Err() != nil }
+func (w *leaseWorker) Lost() bool { return w.l != nil && w.l.Err() != nil }
 
 // DlockRedLock returns dlock's RedLock row over every node of env.Redis
 // (one dlock Client per node; defaults: random 20–200 ms between attempts).
@@ -111,11 +125,11 @@ func DlockRedLock() []Entry {
 type dlockRedLockInst struct {
 	rdbs []*redis.Client
 	sets [][]*dlock.Client
-	opts []dlock.Option
+	wait time.Duration
 }
 
 func openDlockRedLock(env Env, clients int) (Instance, error) {
-	d := &dlockRedLockInst{opts: []dlock.Option{dlock.Wait(env.Wait)}}
+	d := &dlockRedLockInst{wait: env.Wait}
 	cfg := dlock.Config{TTL: env.Lease}
 	for range clients {
 		var set []*dlock.Client
@@ -135,7 +149,7 @@ func openDlockRedLock(env Env, clients int) (Instance, error) {
 }
 
 func (d *dlockRedLockInst) Worker(i int, name string) (Worker, error) {
-	return &dlockWorker{lk: dlock.NewRedLock(name, d.sets[i%len(d.sets)]...), opts: d.opts}, nil
+	return &leaseWorker{lk: dlock.NewRedLock(name, d.sets[i%len(d.sets)]...), wait: d.wait}, nil
 }
 
 func (d *dlockRedLockInst) Close() error {

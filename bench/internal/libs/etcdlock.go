@@ -3,7 +3,6 @@ package libs
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -35,11 +34,11 @@ type etcdLockInst struct {
 	clis  []*clientv3.Client
 	cs    []*etcdlock.Client
 	shape func(*etcdlock.Client, string) dlock.Locker
-	opts  []dlock.Option
+	wait  time.Duration
 }
 
 func openEtcdLock(env Env, clients int, shape func(*etcdlock.Client, string) dlock.Locker) (Instance, error) {
-	e := &etcdLockInst{shape: shape, opts: []dlock.Option{dlock.Wait(env.Wait)}}
+	e := &etcdLockInst{shape: shape, wait: env.Wait}
 	var cfg etcdlock.Config
 	if env.Lease >= time.Second {
 		cfg.TTL = env.Lease
@@ -62,7 +61,7 @@ func openEtcdLock(env Env, clients int, shape func(*etcdlock.Client, string) dlo
 }
 
 func (e *etcdLockInst) Worker(i int, name string) (Worker, error) {
-	return &etcdLockWorker{lk: e.shape(e.cs[i%len(e.cs)], name), opts: e.opts}, nil
+	return &leaseWorker{lk: e.shape(e.cs[i%len(e.cs)], name), wait: e.wait}, nil
 }
 
 func (e *etcdLockInst) Close() error {
@@ -75,30 +74,3 @@ func (e *etcdLockInst) Close() error {
 	}
 	return errors.Join(errs...)
 }
-
-type etcdLockWorker struct {
-	lk   dlock.Locker
-	opts []dlock.Option
-	l    *dlock.Lease
-}
-
-func (w *etcdLockWorker) Lock(ctx context.Context) error {
-	l, err := w.lk.Acquire(ctx, w.opts...)
-	if err != nil {
-		return err
-	}
-	w.l = l
-	return nil
-}
-
-func (w *etcdLockWorker) Unlock(ctx context.Context) error {
-	if w.l == nil {
-		return fmt.Errorf("libs: etcdlock: unlock without lock")
-	}
-	l := w.l
-	w.l = nil
-	return l.Unlock(ctx)
-}
-
-// Lost reports whether the held lease was lost.
-func (w *etcdLockWorker) Lost() bool { return w.l != nil && w.l.Err() != nil }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/zklock"
 )
 
@@ -51,7 +50,7 @@ func openZklock(ctx context.Context, addrs string, env Env, clients int) (Instan
 }
 
 func (z *zklockInst) Worker(i int, name string) (Worker, error) {
-	return &zklockWorker{lk: z.cs[i%len(z.cs)].Mutex("dlockbench/" + name), wait: z.wait}, nil
+	return &leaseWorker{lk: z.cs[i%len(z.cs)].Mutex("dlockbench/" + name), wait: z.wait}, nil
 }
 
 func (z *zklockInst) Close() error {
@@ -60,29 +59,6 @@ func (z *zklockInst) Close() error {
 		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
-}
-
-type zklockWorker struct {
-	lk   dlock.Locker
-	wait time.Duration
-	l    *dlock.Lease
-}
-
-func (w *zklockWorker) Lock(ctx context.Context) error {
-	l, err := w.lk.Acquire(ctx, dlock.Wait(w.wait))
-	if errors.Is(err, dlock.ErrNotAcquired) {
-		return ErrWaitTimeout
-	}
-	w.l = l
-	return err
-}
-
-func (w *zklockWorker) Unlock(ctx context.Context) error {
-	err := w.l.Unlock(ctx)
-	if errors.Is(err, dlock.ErrLockLost) {
-		return ErrLost
-	}
-	return err
 }
 
 type zkRecipeInst struct {

@@ -36,6 +36,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 			t.writeHolds(w)
 		} else {
 			t.writeContended(w)
+			t.writeRoundRatios(w)
 		}
 	}
 }

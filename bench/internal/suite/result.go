@@ -187,6 +187,8 @@ type Table struct {
 	Workers int    `json:"workers"`
 	Clients int    `json:"clients"`
 	Rows    []*Row `json:"rows"`
+	// RoundRatios: our row over the best peer of each round, per service.
+	RoundRatios []RoundRatio `json:"round_ratios,omitempty"`
 }
 
 // Report is a whole benchmark run.
@@ -215,6 +217,7 @@ func (t *Table) ratios() {
 			floors[r.Client] = r
 		}
 	}
+	t.RoundRatios = t.roundRatios()
 	for _, r := range t.Rows {
 		if base != nil && headline(base) > 0 && !t.Holds {
 			r.VsDlock = headline(r) / headline(base)
