@@ -144,13 +144,17 @@ type Client struct {
 // with ContextTimeoutEnabled set and every other option kept, which shares
 // rdb's connection pool, so a deadline costs nothing. The copy is made by
 // New: it runs the hooks added to rdb before New (AddHook: tracing,
-// metrics of go-redis calls), not those added after it. On a Cluster or a
-// Ring client without ContextTimeoutEnabled, and on a client whose
+// metrics of go-redis calls), not those added after it. On a Cluster
+// client without ContextTimeoutEnabled, and on a client whose
 // ReadTimeout is -2 (go-redis sets no deadline), an attempt under a
 // deadline runs on a goroutine of the Client's while the caller watches
 // its ctx: set ContextTimeoutEnabled there to spare that hand-off. Either
 // way a grant whose reply comes after the deadline, or is cut off by it,
 // is given back in the background.
+//
+// New refuses a redis.Ring: it shards keys and pub/sub channels by its own
+// hashing, so a release's wake-up would not reach a waiter on another
+// shard.
 //
 // A ctx cancelled without a deadline is seen at once while Acquire waits;
 // a round trip already in flight then ends by the client's ReadTimeout, as
@@ -374,8 +378,7 @@ func callBound(rdb redis.UniversalClient) (bool, time.Duration) {
 // option kept, sharing rdb's connection pool and the hooks added to it so
 // far (go-redis's WithTimeout, the write timeout restored), for a
 // *redis.Client (standalone or Sentinel failover) on which go-redis sets
-// deadlines (no timeout of -2); else nil. A Cluster's or a Ring's copy
-// would need a client of its own, with connections of its own and none of
+// deadlines (no timeout of -2); else nil. A Cluster's copy would need a client of its own, with connections of its own and none of
 // the hooks added to rdb: their calls under a deadline are handed off
 // instead.
 func deadlinedCopy(rdb redis.UniversalClient) redis.UniversalClient {

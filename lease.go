@@ -114,5 +114,9 @@ func (l *Lease) Extend(ctx context.Context, d time.Duration) error { return l.s(
 // may be unreachable: that is often why it was lost), and the loss is
 // returned whatever the try says; a grant still in the store then ends by
 // its expiry. A lease whose hold was lost at MaxHold or by the client's
-// Close was released in the store then: its Unlock sends nothing.
+// Close was released in the store then: its Unlock sends nothing. Under a
+// ctx with a deadline, Unlock and Extend return by it on a standalone or
+// failover go-redis client whatever its options (see New); a release cut
+// off by the deadline returns ctx's error, and the lock then ends by its
+// lease unless the release had run.
 func (l *Lease) Unlock(ctx context.Context) error { return l.s().Unlock(ctx) }
