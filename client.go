@@ -142,10 +142,12 @@ type Client struct {
 // or Sentinel failover) the calls made under a ctx with a deadline
 // (Acquire's attempts, Unlock, Extend) therefore go through a copy of rdb
 // with ContextTimeoutEnabled set and every other option kept, which shares
-// rdb's connection pool, so a deadline costs nothing. The copy is made by
-// New: it runs the hooks added to rdb before New (AddHook: tracing,
-// metrics of go-redis calls), not those added after it. On a Cluster
-// client without ContextTimeoutEnabled, and on a client whose
+// rdb's connection pool, so a deadline costs nothing. The copy runs none of
+// the hooks added to rdb (AddHook: tracing such as redisotel, metrics of
+// go-redis calls): if they must see every call dlock makes, set
+// ContextTimeoutEnabled on rdb, and no copy is made (a deadline costs
+// nothing then either). On a Cluster client without
+// ContextTimeoutEnabled, and on a client whose
 // ReadTimeout is -2 (go-redis sets no deadline), an attempt under a
 // deadline runs on a goroutine of the Client's while the caller watches
 // its ctx: set ContextTimeoutEnabled there to spare that hand-off. Either
@@ -375,12 +377,12 @@ func callBound(rdb redis.UniversalClient) (bool, time.Duration) {
 }
 
 // deadlinedCopy returns rdb with ContextTimeoutEnabled set and every other
-// option kept, sharing rdb's connection pool and the hooks added to it so
-// far (go-redis's WithTimeout, the write timeout restored), for a
+// option kept, sharing rdb's connection pool but none of its hooks
+// (go-redis's WithTimeout, the write timeout restored), for a
 // *redis.Client (standalone or Sentinel failover) on which go-redis sets
-// deadlines (no timeout of -2); else nil. A Cluster's copy would need a client of its own, with connections of its own and none of
-// the hooks added to rdb: their calls under a deadline are handed off
-// instead.
+// deadlines (no timeout of -2); else nil. A Cluster's copy would be a
+// client of its own, with connections of its own: its calls under a
+// deadline are handed off instead.
 func deadlinedCopy(rdb redis.UniversalClient) redis.UniversalClient {
 	r, ok := rdb.(*redis.Client)
 	if !ok {

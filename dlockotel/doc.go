@@ -19,7 +19,9 @@
 // wait) is not an error. The backend runs the call's store requests under
 // the span's context: with redisotel on the go-redis client, the EVALSHAs
 // of an acquisition (the first attempt, the retries while it waits) are
-// children of its span. Work done under Lease.Context is not: the Lease
+// children of its span when the go-redis client has ContextTimeoutEnabled
+// (without it, dlock sends the calls made under a ctx deadline through a
+// copy of the client that runs none of its hooks: see dlock.New). Work done under Lease.Context is not: the Lease
 // keeps the caller's context.
 //
 // dlock.hold: one per hold (one grant, shared by an owner's reentrant

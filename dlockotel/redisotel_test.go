@@ -5,7 +5,9 @@ import (
 	"time"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/internal/redistest"
 	"github.com/redis/go-redis/extra/redisotel/v9"
+	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -14,11 +16,18 @@ import (
 // children of its span (the store calls run under the context
 // StartAcquire returns), also when it waits for a holder; the Unlock's
 // commands are not: they run under the caller's context.
+//
+// The go-redis client has ContextTimeoutEnabled, as dlock.New's doc asks of
+// a client whose hooks must see every call: without it the calls made under
+// a ctx deadline (testCtx has one) go through a copy that runs no hooks.
 func TestRedisotelCommandsNestUnderAcquire(t *testing.T) {
-	r := newRig(t, dlock.Config{})
+	r := newRecorder(t)
+	r.rdb = redis.NewClient(&redis.Options{Addr: redistest.Start(t).Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = r.rdb.Close() })
 	if err := redisotel.InstrumentTracing(r.rdb, redisotel.WithTracerProvider(r.tp)); err != nil {
 		t.Fatalf("redisotel: %v", err)
 	}
+	r.c = r.client(t, dlock.Config{})
 	other := r.client(t, dlock.Config{})
 	ctx := testCtx(t)
 	tracer := r.tp.Tracer("test")
