@@ -427,7 +427,7 @@ func (q *acquisition) inline(ctx context.Context) bool {
 		return true
 	}
 	_, deadline := ctx.Deadline()
-	if !c.bounded && !(deadline && c.deadlined != nil) {
+	if !c.bounded && !(deadline && c.scripts.deadlined != nil) {
 		return c.ends(ctx)
 	}
 	return q.undoable()

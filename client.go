@@ -102,11 +102,6 @@ type Client struct {
 	bounded bool
 	hung    time.Duration
 	idle    chan func() // attempts handed to an idle worker (see runBeside)
-	// deadlined is rdb with ContextTimeoutEnabled, sharing its pool (nil
-	// when rdb has it already, or is not a *redis.Client: see
-	// deadlinedCopy): the calls made under a ctx with a deadline go through
-	// it, on the caller's goroutine.
-	deadlined redis.UniversalClient
 
 	// Script arguments every lock of this Client passes, boxed once.
 	argClient, argCheck any
@@ -185,12 +180,12 @@ func New(rdb redis.UniversalClient, cfg ...Config) (*Client, error) {
 	}
 	c.keeper = seam.NewKeeper[*attempt](c.observer, c.logger)
 	c.bounded, c.hung = callBound(rdb)
-	if !c.bounded {
-		c.deadlined = deadlinedCopy(rdb)
-	}
 	c.idle = make(chan func())
 	c.bg, c.stopBg = context.WithCancel(context.Background())
-	c.scripts = &scripter{rdb: rdb, deadlined: c.deadlined}
+	c.scripts = &scripter{rdb: rdb}
+	if !c.bounded {
+		c.scripts.deadlined = deadlinedCopy(rdb)
+	}
 	c.calls = &batcher{s: c.scripts, bg: c.bg, spawn: c.background}
 	c.wd = newWatchdog(c.scripts, c.keeper, c.timeout, c.batch)
 	c.sub = newSubscriber(c)

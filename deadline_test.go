@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,21 @@ import (
 	"github.com/dlockgo/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
+
+// pairUnder acquires lk under a ctx with a deadline d away (with opts) and
+// unlocks it under the same ctx, failing t on either error.
+func pairUnder(t *testing.T, lk dlock.Locker, d time.Duration, opts ...dlock.Option) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	l, err := lk.Acquire(ctx, opts...)
+	if err != nil {
+		t.Fatalf("%T: Acquire: %v", lk, err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatalf("%T: Unlock: %v", lk, err)
+	}
+}
 
 // TestDeadlineSharesPool: the calls of an Acquire under a deadline, on a
 // go-redis client with its default options, go through the user's
@@ -27,16 +43,7 @@ func TestDeadlineSharesPool(t *testing.T) {
 	before := rdb.PoolStats()
 	const n = 50
 	for i := range n {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		l, err := c.Mutex(fmt.Sprintf("pool-%d", i)).Acquire(ctx)
-		if err != nil {
-			cancel()
-			t.Fatalf("Acquire %d: %v", i, err)
-		}
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatalf("Unlock %d: %v", i, err)
-		}
-		cancel()
+		pairUnder(t, c.Mutex(fmt.Sprintf("pool-%d", i)), 5*time.Second)
 	}
 	after := rdb.PoolStats()
 	used := (after.Hits + after.Misses) - (before.Hits + before.Misses)
@@ -79,16 +86,7 @@ func TestDeadlineEveryClient(t *testing.T) {
 			c := newClient(t, s.rdb)
 			names := []string{"every-a", "every-b", "every-c"}
 			for _, name := range names { // healthy: grants and releases under a deadline
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				l, err := c.Lock(name).Acquire(ctx)
-				if err != nil {
-					cancel()
-					t.Fatalf("Acquire %s: %v", name, err)
-				}
-				if err := l.Unlock(ctx); err != nil {
-					t.Fatalf("Unlock %s: %v", name, err)
-				}
-				cancel()
+				pairUnder(t, c.Lock(name), 5*time.Second)
 			}
 			for _, srv := range s.servers {
 				if err := srv.Pause(); err != nil {
@@ -116,8 +114,7 @@ func TestDeadlineEveryClient(t *testing.T) {
 				took := time.Since(start)
 				cancel()
 				if err == nil {
-					t.Errorf("%T: Acquire with every server paused succeeded", lk)
-					_ = l
+					t.Errorf("%T: Acquire with every server paused succeeded (token %d)", lk, l.Token())
 					continue
 				}
 				if !errors.Is(err, context.DeadlineExceeded) {
@@ -131,16 +128,7 @@ func TestDeadlineEveryClient(t *testing.T) {
 			// The servers answer again: the locks are free once the calls cut
 			// at the deadline are undone (their grants given back).
 			for _, lk := range []dlock.Locker{c.Mutex("every-a"), c.Lock("every-b")} {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				l, err := lk.Acquire(ctx, dlock.Wait(8*time.Second))
-				if err != nil {
-					cancel()
-					t.Fatalf("%T after the servers resumed: %v", lk, err)
-				}
-				if err := l.Unlock(ctx); err != nil {
-					t.Errorf("%T: Unlock: %v", lk, err)
-				}
-				cancel()
+				pairUnder(t, lk, 10*time.Second, dlock.Wait(8*time.Second))
 			}
 		})
 	}
@@ -174,7 +162,20 @@ func TestDeadlineReentryNeverSent(t *testing.T) {
 	// The one connection of rdb's pool is busy for 1.5 s.
 	var busy sync.WaitGroup
 	busy.Go(func() { _ = rdb.BLPop(context.Background(), 1500*time.Millisecond, "reentry-nothing").Err() })
-	time.Sleep(100 * time.Millisecond) // the BLPOP has the connection (it is the only thing using rdb)
+	// Until Redis runs the BLPOP: then it has the connection.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		list, err := direct.ClientList(context.Background()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(list, "cmd=blpop") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the BLPOP did not reach Redis within 5 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 300*time.Millisecond)
 	_, err = rw.ReadLock().Acquire(ctx)
 	cancel()

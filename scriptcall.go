@@ -97,8 +97,10 @@ func (sc scriptCall) queueEval(ctx context.Context, p redis.Pipeliner) *redis.Cm
 type scripter struct {
 	rdb      redis.UniversalClient
 	evalOnly atomic.Bool // the server runs none of our functions
-	// deadlined, if not nil, is rdb with ContextTimeoutEnabled: the calls
-	// made under a ctx with a deadline (see via).
+	// deadlined, if not nil, is rdb with ContextTimeoutEnabled, sharing its
+	// pool (nil when rdb has it already, or is not a *redis.Client: see
+	// deadlinedCopy): the calls made under a ctx with a deadline go through
+	// it, on the caller's goroutine (see via).
 	deadlined redis.UniversalClient
 }
 

@@ -395,8 +395,7 @@ func TestDeadlineReplyLost(t *testing.T) {
 		cancel()
 		report(t, map[string]any{"test": t.Name(), "shape": sh.name, "ctx_deadline_ms": ms(deadline), "returned_after_ms": ms(took)})
 		if err == nil {
-			t.Fatalf("%s: Acquire whose reply comes after its deadline succeeded", sh.name)
-			_ = l
+			t.Fatalf("%s: Acquire whose reply comes after its deadline succeeded (token %d)", sh.name, l.Token())
 		}
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("%s: Acquire = %v, want an error wrapping context.DeadlineExceeded", sh.name, err)
