@@ -24,12 +24,30 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	if err := checkCall(ctx, name); err != nil {
 		return Info{}, wrap("inspect", "", name, err)
 	}
-	p := c.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(inspectors))
-	for i, in := range inspectors {
-		cmds[i] = in.script.call(in.keys(c, name)).queueEval(ctx, p)
+	infos, errs := c.inspectMany(ctx, []string{name})
+	return infos[0], errs[0]
+}
+
+// inspectMany is Inspect of every one of names (valid names), all in one
+// pipeline: an answer and an error per name.
+func (c *Client) inspectMany(ctx context.Context, names []string) ([]Info, []error) {
+	calls := make([]scriptCall, 0, len(names)*len(inspectors))
+	for _, name := range names {
+		for _, in := range inspectors {
+			calls = append(calls, in.script.call(in.keys(c, name)))
+		}
 	}
-	_, _ = p.Exec(ctx)
+	cmds := c.scripts.pipelined(ctx, c.rdb.Pipeline, calls, nil)
+	infos, errs := make([]Info, len(names)), make([]error, len(names))
+	for i, name := range names {
+		infos[i], errs[i] = inspectReply(ctx, name, cmds[i*len(inspectors):(i+1)*len(inspectors)])
+	}
+	return infos, errs
+}
+
+// inspectReply reads the inspectors' replies about name: the first that
+// recognised its keys answers.
+func inspectReply(ctx context.Context, name string, cmds []*redis.Cmd) (Info, error) {
 	for _, cmd := range cmds {
 		v, err := cmd.Slice()
 		switch {

@@ -3,7 +3,6 @@ package dlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -17,8 +16,12 @@ import (
 // listScanCount is the COUNT hint of each SCAN call of List and ForceUnlock.
 const listScanCount = 1000
 
-// listWorkers bounds the Inspect calls List runs at once.
-const listWorkers = 16
+// List inspects the locks it found in pipelines of listBatch names,
+// listWorkers pipelines at once.
+const (
+	listBatch   = 100
+	listWorkers = 4
+)
 
 // List returns the held locks whose names match pattern, oldest first (by
 // the earliest Since of their holders; holders of unknown age last, ties by
@@ -30,53 +33,49 @@ const listWorkers = 16
 // master of a Cluster client: a lock is found by its key <prefix>{name} or
 // by any of its <prefix>{name}:* keys but the fence counter (an RWLock held
 // by readers only has no main key). It reads each lock found as Inspect
-// does. Keys that are not locks of a known shape are left out, as are locks
-// freed while List runs; SCAN may miss a lock created while it runs. A pattern longer than
-// seam.MaxNameLen returns ErrInvalidArgument. On a Redis error List returns it and
-// no Info.
+// does, in pipelines of 100 names (4 at once). Keys that are not locks of a known shape are left
+// out, as are locks freed while List runs; SCAN may miss a lock created
+// while it runs. A pattern longer than seam.MaxNameLen returns
+// ErrInvalidArgument. On a Redis error List returns it and no Info.
 func (c *Client) List(ctx context.Context, pattern string) ([]Info, error) {
 	if err := seam.CheckContext(ctx); err != nil {
 		return nil, wrap("list", "", pattern, err)
 	}
-	if pattern == "" {
-		pattern = "*"
-	}
-	if len(pattern) > seam.MaxNameLen {
-		return nil, wrap("list", "", pattern, fmt.Errorf("%w: pattern of %d bytes (want at most %d)", ErrInvalidArgument, len(pattern), seam.MaxNameLen))
-	}
-	names, err := c.scanLockNames(ctx, escapeGlob(c.prefix)+"{"+pattern+"}*")
+	glob, err := seam.CheckPattern(pattern)
 	if err != nil {
 		return nil, wrap("list", "", pattern, err)
 	}
-	infos, err := c.inspectAll(ctx, names)
+	names, err := c.scanLockNames(ctx, escapeGlob(c.prefix)+"{"+glob+"}*")
 	if err != nil {
-		return nil, wrap("list", "", pattern, err) // an Inspect's error names its lock already
+		return nil, wrap("list", "", glob, err)
 	}
-	slices.SortFunc(infos, func(a, b Info) int {
-		sa, sb := oldestSince(a), oldestSince(b)
-		switch {
-		case sa.IsZero() != sb.IsZero():
-			if sa.IsZero() {
-				return 1
+	// The names in pipelines of listBatch, listWorkers at once: a lock
+	// costs Redis its four inspect scripts, not a round trip of its own.
+	names = slices.DeleteFunc(names, func(n string) bool { return seam.CheckName(n) != nil })
+	batches := make([][]string, 0, len(names)/listBatch+1)
+	for b := range slices.Chunk(names, listBatch) {
+		batches = append(batches, b)
+	}
+	held, err := seam.Collect(ctx, batches, listWorkers, func(ctx context.Context, batch []string) ([]Info, bool, error) {
+		infos, errs := c.inspectMany(ctx, batch)
+		var kept []Info
+		for i, err := range errs {
+			switch {
+			case errors.Is(err, ErrWrongType):
+			case err != nil:
+				return nil, false, err
+			case infos[i].Held:
+				kept = append(kept, infos[i])
 			}
-			return -1
-		case !sa.Equal(sb):
-			return sa.Compare(sb)
 		}
-		return strings.Compare(a.Name, b.Name)
+		return kept, true, nil
 	})
-	return infos, nil
-}
-
-// oldestSince returns the earliest known Since of info's holders.
-func oldestSince(info Info) time.Time {
-	var t time.Time
-	for _, h := range info.Holders {
-		if !h.Since.IsZero() && (t.IsZero() || h.Since.Before(t)) {
-			t = h.Since
-		}
+	if err != nil {
+		return nil, wrap("list", "", glob, err) // an Inspect's error names its lock already
 	}
-	return t
+	infos := slices.Concat(held...)
+	seam.SortOldest(infos, func(i Info) []Holder { return i.Holders }, func(h Holder) time.Time { return h.Since }, func(i Info) string { return i.Name })
+	return infos, nil
 }
 
 // scanLockNames SCANs for keys matching match (on every master of a
@@ -136,54 +135,6 @@ func scanNode(ctx context.Context, rdb redis.Cmdable, match string, found func(s
 		}
 		cursor = next
 	}
-}
-
-// inspectAll inspects names with up to listWorkers calls at once and returns
-// the held ones; locks of an unknown shape are left out.
-func (c *Client) inspectAll(parent context.Context, names []string) ([]Info, error) {
-	ctx, cancel := context.WithCancelCause(parent)
-	defer cancel(nil)
-	todo := make(chan string)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		infos []Info
-	)
-	for range min(listWorkers, len(names)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for name := range todo {
-				info, err := c.Inspect(ctx, name)
-				switch {
-				case errors.Is(err, ErrWrongType), errors.Is(err, ErrInvalidName):
-				case err != nil:
-					cancel(err)
-				case info.Held:
-					mu.Lock()
-					infos = append(infos, info)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-feed:
-	for _, n := range names {
-		select {
-		case todo <- n:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(todo)
-	wg.Wait()
-	if err := parent.Err(); err != nil {
-		return nil, err
-	}
-	if err := context.Cause(ctx); err != nil {
-		return nil, err // an Inspect error, naming its lock
-	}
-	return infos, nil
 }
 
 // escapeGlob escapes the characters special to Redis glob patterns.

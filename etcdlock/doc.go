@@ -4,13 +4,14 @@
 // Raft before it answers.
 //
 // A Client made from a *clientv3.Client (New, with a Config) hands out a
-// Mutex, a reentrant Lock, an RWLock, a Semaphore and a MultiLock, and
-// reads any lock's state with Inspect. Each holder's key in etcd is
-// attached to the Client's session lease, which one keepalive loop renews
-// every TTL/3 (Config.TTL, default 10 s). The lease TTL is the lost-lock
-// bound: a holder is told its lock is lost (Lease.Context cancelled with
-// ErrLockLost, Done closed) when etcd says the session lease is gone, when
-// the key was removed behind its back, and when no keepalive was confirmed
+// Mutex, a reentrant Lock, an RWLock, a Semaphore and a MultiLock, reads
+// any lock's state with Inspect and lists the held ones with List. Each
+// holder's key in etcd is attached to the Client's session lease, which
+// one keepalive loop renews every TTL/3 (Config.TTL, default 10 s). The
+// lease TTL is the lost-lock bound: a holder is told its lock is lost
+// (Lease.Context cancelled with ErrLockLost, Done closed) when etcd says
+// the session lease is gone, when the key was removed behind its back, and
+// when no keepalive was confirmed
 // for a TTL on the client's own monotonic clock, less the election margin
 // (2/5 of the cluster's minimum lease TTL, which the Client learns once:
 // 800 ms with etcd's default election timeout; see margin.go) and a small

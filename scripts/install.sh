@@ -17,6 +17,8 @@ command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null 2>&1; then
   missing+=(zookeeper)
 fi
+# Chromium for the browser tests of `dlock top` (cmd/dlock, chromedp).
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "missing: ${missing[*]} — install them with: sudo apt-get install ${missing[*]}" >&2

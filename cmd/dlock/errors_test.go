@@ -89,7 +89,7 @@ func TestErrorPaths(t *testing.T) {
 		{"inspect no name", []string{"inspect"}, exitUsage, ""},
 		{"unlock without --force", []string{"unlock", "a"}, exitUsage, "only --force"},
 		{"unlock on etcd", []string{"unlock", "--force", "a", "--backend", "etcd"}, exitUsage, "etcd"},
-		{"inspect pattern on etcd", []string{"inspect", "--pattern", "x", "--backend", "etcd"}, exitUsage, "--pattern"},
+		{"inspect limit without pattern", []string{"inspect", "a", "--limit", "1", "--backend", "etcd"}, exitUsage, "--limit"},
 		{"flag of another backend", []string{"inspect", "a", "--etcd", down}, exitUsage, "--etcd"},
 		// Bad values.
 		{"zero", []string{"drill", "soak", "--duration", "0s"}, exitUsage, "--duration"},
@@ -129,9 +129,11 @@ func TestErrorPaths(t *testing.T) {
 		{"unlock redis down", []string{"unlock", "--force", "a", "--yes", "--redis", redisDown}, exitError, redisDown},
 		{"drill etcd down", []string{"drill", "lease", "--backend", "etcd", "--etcd", down}, exitError, down},
 		{"inspect etcd down", []string{"inspect", "a", "--backend", "etcd", "--etcd", down}, exitError, down},
+		{"inspect pattern etcd down", []string{"inspect", "--pattern", "x*", "--backend", "etcd", "--etcd", down}, exitError, down},
 		{"drill zk down", []string{"drill", "contention", "--backend", "zookeeper", "--zk", down}, exitError, down},
 		{"leader zk down", []string{"drill", "leader", "--backend", "zookeeper", "--zk", down}, exitError, down},
 		{"inspect zk down", []string{"inspect", "a", "--backend", "zookeeper", "--zk", down}, exitError, down},
+		{"inspect pattern zk down", []string{"inspect", "--pattern", "x*", "--backend", "zookeeper", "--zk", down}, exitError, down},
 		{"seckill target down", []string{"seckill", "--target", "http://" + down}, exitError, ""},
 		{"seckill db down", []string{"seckill", "--db", "postgres://nobody@" + down + "/none?connect_timeout=2"}, exitError, ""},
 	} {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,8 +35,8 @@ const (
 // unlockExitCodes unlock's.
 const (
 	adminExitCodes = "Exit codes: 0 done; 1 a runtime failure (the server unreachable or failing); 2 bad input\n" +
-		"(unknown flag, bad --redis URL, --etcd or --zk address or --prefix, invalid lock name, wrong\n" +
-		"arguments, a Redis-only operation on another backend)."
+		"(unknown flag, bad --redis URL, --etcd or --zk address or --prefix, invalid lock name or pattern,\n" +
+		"wrong arguments, a flag of another backend)."
 	unlockExitCodes = "Exit codes: 0 done; 1 a runtime failure (the server unreachable or failing, unlock not\n" +
 		"confirmed); 2 bad input (unknown flag, bad --redis URL or --prefix, invalid lock name, wrong\n" +
 		"arguments, --backend other than redis)."
@@ -94,12 +95,19 @@ func (f *adminFlags) kind(c *cobra.Command) (string, error) {
 	return kind, nil
 }
 
+// inspector is what inspect reads a lock service through: the client of
+// any backend (*dl.Client, backend.Client).
+type inspector interface {
+	election.Inspector
+	List(ctx context.Context, pattern string) ([]dl.Info, error)
+}
+
 // openInspector connects to the lock service --backend names, as open
 // does for Redis: it says which server on stderr ("etcd: 127.0.0.1:2379
 // (the default)"), a bad address or prefix is a usage error (exit 2), an
 // unreachable server a runtime failure (exit 1). The caller calls done when
 // it is done with the client.
-func (f *adminFlags) openInspector(c *cobra.Command, kind string) (insp election.Inspector, done func(), err error) {
+func (f *adminFlags) openInspector(c *cobra.Command, kind string) (insp inspector, done func(), err error) {
 	if kind == backend.Redis {
 		locks, done, err := f.open(c)
 		if err != nil {
@@ -180,15 +188,18 @@ func newInspectCmd() *cobra.Command {
 		Long: "inspect NAME shows one lock of any shape: its holders (id, host, pid, label, since, hold count,\n" +
 			"fencing token), the remaining TTL, the last fencing token granted, and whatever else the lock\n" +
 			"keeps (queues, readers, permits).\n\n" +
-			"inspect --pattern GLOB lists the held locks whose names match, oldest first, so a stuck\n" +
-			"holder stands out. It uses SCAN, never KEYS (on a cluster: every master).\n\n" +
-			"--backend etcd or zookeeper reads a lock NAME of etcdlock or zklock the same way, with the same\n" +
-			"text and JSON (--pattern is Redis-only). It names the server it reads on stderr.\n\n" + adminExitCodes,
+			"inspect --pattern GLOB lists the held locks whose names match (a Redis glob: * ? [abc], \\ to\n" +
+			"escape), oldest first, so a stuck holder stands out. On Redis it uses SCAN, never KEYS (on a\n" +
+			"cluster: every master); on etcd one keys-only read of the lock directories; on ZooKeeper the\n" +
+			"children of the lock directories. Each lock found is read as inspect NAME reads it.\n\n" +
+			"--backend etcd or zookeeper reads the locks of etcdlock or zklock the same way, NAME or\n" +
+			"--pattern, with the same text and JSON. It names the server it reads on stderr.\n\n" + adminExitCodes,
 		Example: "  dlock inspect stock:1001 --redis redis://10.0.0.5:6379/0\n" +
 			"  dlock inspect --pattern 'stock:*' --limit 20\n" +
 			"  dlock inspect --pattern '*' --json | jq '.[0]'\n" +
 			"  dlock inspect leader:scheduler --backend etcd --etcd 10.0.0.7:2379\n" +
-			"  dlock inspect stock:1001 --backend zookeeper --zk 10.0.0.8:2181 --json",
+			"  dlock inspect stock:1001 --backend zookeeper --zk 10.0.0.8:2181 --json\n" +
+			"  dlock inspect --pattern 'order:*' --backend zookeeper --zk 10.0.0.8:2181",
 		RunE: func(c *cobra.Command, args []string) error {
 			switch {
 			case len(args) > 1:
@@ -202,17 +213,20 @@ func newInspectCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if kind != backend.Redis && (pattern != "" || c.Flags().Changed("limit")) {
-				return usagef("inspect --pattern is Redis-only (it scans the Redis keys); with --backend %s, inspect one lock NAME", kind)
+			if pattern == "" && c.Flags().Changed("limit") {
+				return usagef("inspect: --limit goes with --pattern")
 			}
+			insp, done, err := f.openInspector(c, kind)
+			if err != nil {
+				return err
+			}
+			defer done()
 			out := c.OutOrStdout()
 			if pattern != "" {
-				client, done, err := f.open(c)
-				if err != nil {
-					return err
+				infos, err := insp.List(c.Context(), pattern)
+				if errors.Is(err, dl.ErrInvalidArgument) {
+					return usageError{err}
 				}
-				defer done()
-				infos, err := client.List(c.Context(), pattern)
 				if err != nil {
 					return err
 				}
@@ -226,11 +240,6 @@ func newInspectCmd() *cobra.Command {
 				printList(out, infos, total, time.Now())
 				return nil
 			}
-			insp, done, err := f.openInspector(c, kind)
-			if err != nil {
-				return err
-			}
-			defer done()
 			info, err := insp.Inspect(c.Context(), args[0])
 			if errors.Is(err, dl.ErrInvalidName) {
 				return usageError{err}

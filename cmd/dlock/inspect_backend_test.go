@@ -78,7 +78,8 @@ func lockServerAt(t *testing.T, url string) (string, *dl.Client) {
 // The same Inspect answer from every backend: a Mutex held through a
 // backend client, a Semaphore with both of its 2 permits taken, and a free
 // name, read by `dlock inspect` for people and as JSON, with the same keys
-// on all three; the server is named on stderr.
+// on all three; the server is named on stderr. Then --pattern lists the
+// held locks that match, oldest first, on each.
 func TestInspectOnEveryBackend(t *testing.T) {
 	ctx := context.Background()
 	host, _ := os.Hostname()
@@ -186,6 +187,49 @@ func TestInspectOnEveryBackend(t *testing.T) {
 			if code != exitUsage || !oneLineError(stderr) {
 				t.Errorf("an invalid name: exit %d, %q; want 2", code, stderr)
 			}
+
+			// --pattern: the held locks that match, oldest first (stock:1001
+			// was released: left out; sem:1 does not match).
+			var stock []*dl.Lease
+			for _, l := range []dl.Locker{c.Mutex("stock:1"), c.Lock("stock:2")} {
+				lease, err := l.Acquire(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer lease.Unlock(ctx)
+				stock = append(stock, lease)
+				time.Sleep(5 * time.Millisecond) // distinct ages
+			}
+			code, out, stderr = dlock(t, append([]string{"inspect", "--pattern", "stock:*"}, flags...)...)
+			if code != 0 || !strings.HasPrefix(stderr, kind+": "+b.Addr+" (from --") {
+				t.Fatalf("--pattern stock:* on %s: exit %d, stderr %q", kind, code, stderr)
+			}
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if len(lines) != 4 || !strings.HasPrefix(lines[0], "NAME") || lines[3] != "2 held locks" {
+				t.Fatalf("--pattern stock:* on %s: want a header, 2 locks and a count:\n%s", kind, out)
+			}
+			for i, want := range []string{"stock:1 mutex", "stock:2 lock"} {
+				f := strings.Fields(lines[i+1])
+				if strings.Join(f[:2], " ") != want || f[5] != strconv.FormatInt(stock[i].Token(), 10) || !strings.Contains(lines[i+1], "cli-test") {
+					t.Errorf("line %d = %q, want %s (token %d, cli-test), oldest first", i+1, lines[i+1], want, stock[i].Token())
+				}
+			}
+			code, out, _ = dlock(t, append([]string{"inspect", "--pattern", "stock:*", "--limit", "1", "--json"}, flags...)...)
+			var infos []infoJSON
+			if err := json.Unmarshal([]byte(out), &infos); code != 0 || err != nil {
+				t.Fatalf("--pattern --limit 1 --json on %s: exit %d, %v:\n%s", kind, code, err, out)
+			}
+			if len(infos) != 1 || infos[0].Name != "stock:1" || len(infos[0].Holders) != 1 || infos[0].Holders[0].Fence != stock[0].Token() {
+				t.Errorf("--pattern stock:* --limit 1 --json on %s = %+v, want only stock:1", kind, infos)
+			}
+			code, out, _ = dlock(t, append([]string{"inspect", "--pattern", "none:*"}, flags...)...)
+			if code != 0 || !strings.Contains(out, "no held locks match") {
+				t.Errorf("--pattern none:* on %s: exit %d\n%s", kind, code, out)
+			}
+			code, _, stderr = dlock(t, append([]string{"inspect", "--pattern", strings.Repeat("*", 1025)}, flags...)...)
+			if code != exitUsage || !oneLineError(stderr) || !strings.Contains(stderr, "pattern of 1025 bytes") {
+				t.Errorf("a pattern too long on %s: exit %d, %q; want 2", kind, code, stderr)
+			}
 		})
 	}
 	if !slices.Equal(keys[backend.Etcd], keys[backend.Redis]) || !slices.Equal(keys[backend.ZooKeeper], keys[backend.Redis]) {
@@ -193,16 +237,17 @@ func TestInspectOnEveryBackend(t *testing.T) {
 	}
 }
 
-// --pattern and unlock --force are Redis-only; the flags of one backend
-// with another are refused; each with exit 2 and one clear line. A server
-// that does not answer is a runtime failure (exit 1).
+// unlock --force is Redis-only; --limit goes with --pattern; the flags of
+// one backend with another are refused; each with exit 2 and one clear
+// line. A server that does not answer is a runtime failure (exit 1).
 func TestInspectBackendBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"inspect", "--pattern", "x*", "--backend", "etcd"}, "Redis-only"},
-		{[]string{"inspect", "a", "--limit", "1", "--backend", "zookeeper"}, "Redis-only"},
+		{[]string{"inspect", "a", "--limit", "1", "--backend", "zookeeper"}, "--limit goes with --pattern"},
+		{[]string{"inspect", "a", "--limit", "1"}, "--limit goes with --pattern"},
+		{[]string{"inspect", "--pattern", "x*", "--backend", "etcd", "--redis", "redis://127.0.0.1:1/0"}, "--redis is a flag of --backend redis"},
 		{[]string{"unlock", "--force", "a", "--yes", "--backend", "etcd"}, "Redis-only"},
 		{[]string{"unlock", "--force", "a", "--yes", "--backend", "zookeeper"}, "Redis-only"},
 		{[]string{"unlock", "--force", "a", "--yes", "--zk", "127.0.0.1:1"}, "unknown flag: --zk"},
@@ -222,6 +267,8 @@ func TestInspectBackendBadInput(t *testing.T) {
 	for _, args := range [][]string{
 		{"inspect", "a", "--backend", "etcd", "--etcd", "127.0.0.1:1"},
 		{"inspect", "a", "--backend", "zookeeper", "--zk", "127.0.0.1:1"},
+		{"inspect", "--pattern", "x*", "--backend", "etcd", "--etcd", "127.0.0.1:1"},
+		{"inspect", "--pattern", "x*", "--backend", "zookeeper", "--zk", "127.0.0.1:1"},
 	} {
 		code, _, stderr := dlock(t, args...)
 		if code != exitError || !oneLineError(stderr) {

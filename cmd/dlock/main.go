@@ -135,7 +135,7 @@ Exit codes: 0 done; 1 the command ran and failed (e.g. Redis down); 2 bad flags,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{flagError(err)} })
 	// Subcommands, one file each.
 	root.AddCommand(newSeckillCmd(), newDrillCmd(), newServeCmd())
-	root.AddCommand(newInspectCmd(), newUnlockCmd())
+	root.AddCommand(newInspectCmd(), newUnlockCmd(), newTopCmd())
 	envHelp(root)
 	return root
 }

@@ -16,6 +16,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(runMainEnv) == "1" { // the command as a process: a drill's child, TestErrorPaths
 		os.Exit(runMain())
 	}
+	if spec := os.Getenv(topHolderEnv); spec != "" { // a lock holder of TestTopInBrowser
+		os.Exit(topHolder(spec))
+	}
 	quietLibraries() // the in-process runs, as the command runs
 	// toxiproxy (the failover drill's embedded proxy) can leave a link's
 	// pipe goroutine blocked after its proxy is stopped; it is the library's,

@@ -68,6 +68,12 @@ type Client interface {
 	// changing it (the same meaning of every field of dlock.Info on every
 	// backend).
 	Inspect(ctx context.Context, name string) (dlock.Info, error)
+	// List returns the held locks whose names match pattern, a Redis glob
+	// ("" is "*"), oldest first, each read as Inspect reads it (the
+	// contract of dlock.Client.List, found the way each store allows:
+	// SCAN on Redis, a keys-only read on etcd, the family directories'
+	// children on ZooKeeper).
+	List(ctx context.Context, pattern string) ([]dlock.Info, error)
 	// Session is how long the service keeps this client's renewed locks
 	// past its last sign of life, as the client holds them: the watchdog
 	// timeout on Redis, the session lease's TTL on etcd (in whole seconds

@@ -95,6 +95,10 @@ func (e *etcdClient) Inspect(ctx context.Context, name string) (dlock.Info, erro
 	return e.c.Inspect(ctx, name)
 }
 
+func (e *etcdClient) List(ctx context.Context, pattern string) ([]dlock.Info, error) {
+	return e.c.List(ctx, pattern)
+}
+
 // Session is the TTL in whole seconds, rounded up as etcd counts it.
 func (e *etcdClient) Session() time.Duration {
 	return (e.c.TTL() + time.Second - 1).Truncate(time.Second)

@@ -190,4 +190,8 @@ func (c *redisClient) Inspect(ctx context.Context, name string) (dlock.Info, err
 	return c.locks.Inspect(ctx, name)
 }
 
+func (c *redisClient) List(ctx context.Context, pattern string) ([]dlock.Info, error) {
+	return c.locks.List(ctx, pattern)
+}
+
 func (c *redisClient) Close() error { return errors.Join(c.locks.Close(), c.rdb.Close()) }

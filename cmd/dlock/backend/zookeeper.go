@@ -72,3 +72,7 @@ func (z zkClient) Session() time.Duration         { return z.c.TTL() }
 func (z zkClient) Inspect(ctx context.Context, name string) (dlock.Info, error) {
 	return z.c.Inspect(ctx, name)
 }
+
+func (z zkClient) List(ctx context.Context, pattern string) ([]dlock.Info, error) {
+	return z.c.List(ctx, pattern)
+}

@@ -5,6 +5,7 @@ import (
 	"html"
 	"html/template"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -111,6 +112,12 @@ func leadingNumber(s string) (int, string) {
 	return n, s[i:]
 }
 
+// Timeline draws s's timeline from fromMS to toMS (both 0: all of it) as
+// an svg element; id prefixes the ids inside it (one per page).
+func (s *Summary) Timeline(id string, fromMS, toMS float64) template.HTML {
+	return timelineSVG(s, id, fromMS, toMS)
+}
+
 // timelineSVG draws the report's spans from fromMS to toMS (both 0: all of
 // them, with room on the right for the last notes); id prefixes the ids
 // inside the svg.
@@ -136,7 +143,16 @@ func timelineSVG(r *Summary, id string, fromMS, toMS float64) template.HTML {
 		}
 		toMS = max(hi+(hi-fromMS)*room, fromMS+1)
 	}
-	v := view{id: id, from: fromMS, to: toMS, overlaps: overlaps(r.Spans)}
+	exclusive := r.Spans
+	if len(r.Shared) > 0 {
+		exclusive = nil
+		for _, s := range r.Spans {
+			if !slices.Contains(r.Shared, s.Lane) {
+				exclusive = append(exclusive, s)
+			}
+		}
+	}
+	v := view{id: id, from: fromMS, to: toMS, overlaps: overlaps(exclusive)}
 	in := func(ms float64) bool { return ms >= fromMS && ms <= toMS }
 
 	// The rows with something to show in this stretch.
@@ -245,8 +261,12 @@ func timelineSVG(r *Summary, id string, fromMS, toMS float64) template.HTML {
 		}
 	}
 	fmt.Fprintf(&b, `<line class="axis" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#444"/>`, plotX0, plotX1, rowsEnd, rowsEnd)
-	fmt.Fprintf(&b, `<text class="axis-title" x="%.1f" y="%.1f" font-size="12" text-anchor="middle" fill="#222">time since the drill started (ms)</text>`,
-		(plotX0+plotX1)/2, rowsEnd+35)
+	axis := r.Axis
+	if axis == "" {
+		axis = "time since the drill started (ms)"
+	}
+	fmt.Fprintf(&b, `<text class="axis-title" x="%.1f" y="%.1f" font-size="12" text-anchor="middle" fill="#222">%s</text>`,
+		(plotX0+plotX1)/2, rowsEnd+35, esc(axis))
 	for i, m := range marks {
 		mx := v.x(m.AtMS)
 		ly := 8 + float64(markLine[i]+1)*markLineH - 3

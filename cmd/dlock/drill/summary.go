@@ -43,6 +43,13 @@ type Summary struct {
 	// Gaps are stretches whose spans were left out of the timeline: each
 	// is drawn as such, not left blank.
 	Gaps []Window
+	// Axis is the title of the time axis ("": time since the drill
+	// started).
+	Axis string
+	// Shared are lanes many holders may be inside at once (an RWLock's
+	// readers, a Semaphore's permits): their overlaps are not drawn as
+	// such.
+	Shared []string
 }
 
 // Part is one part of a drill's story: a heading ("" for none) and the

@@ -1,0 +1,176 @@
+package top
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	dl "github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/internal/redistest"
+)
+
+// envInt reads a benchmark's size from the environment.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n >= 0 {
+		return n
+	}
+	return def
+}
+
+// redisCPU returns the server's CPU time so far (user + sys).
+func redisCPU(b *testing.B, rdb *redis.Client) time.Duration {
+	s, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(s, "\r\n") {
+		k, v, _ := strings.Cut(line, ":")
+		if k == "used_cpu_sys" || k == "used_cpu_user" {
+			f, _ := strconv.ParseFloat(v, 64)
+			sum += f
+		}
+	}
+	return time.Duration(sum * float64(time.Second))
+}
+
+// flashSale holds DLOCK_TOP_HELD locks (default 10 000, a 10-minute lease
+// each) and queues DLOCK_TOP_WAITERS waiters (default 0) behind the first
+// of them, ten per lock, on a fresh redis-server; it returns the server's
+// client and the Client the view reads with.
+func flashSale(b *testing.B) (*redis.Client, *dl.Client) {
+	srv := redistest.Start(b)
+	rdb := redistest.Client(b, srv)
+	rdb.Options().PoolSize = 64
+	c, err := dl.New(rdb, dl.Config{Label: "sale"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	held, waiters := envInt("DLOCK_TOP_HELD", 10_000), envInt("DLOCK_TOP_WAITERS", 0)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for g := range 32 {
+		wg.Go(func() {
+			for i := g; i < held; i += 32 {
+				if _, err := c.Mutex(fmt.Sprintf("sku:%d", i)).Acquire(ctx, dl.LeaseTime(10*time.Minute)); err != nil {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		b.Fatalf("%d of %d locks not held", failed.Load(), held)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	b.Cleanup(stop)
+	for i := range waiters {
+		go func() { _, _ = c.Mutex(fmt.Sprintf("sku:%d", i/10)).Acquire(wctx) }()
+	}
+	if waiters > 0 {
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			info, err := c.Inspect(ctx, fmt.Sprintf("sku:%d", (waiters-1)/10))
+			if err == nil && len(info.Queue) == (waiters-1)%10+1 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return rdb, c
+}
+
+// One reading of the view during a flash sale: how long it takes and what
+// it costs Redis.
+//
+//	cd cmd/dlock && DLOCK_TOP_HELD=10000 DLOCK_TOP_WAITERS=0 go test -run '^$' -bench TopReading -benchtime 10x ./top/
+func BenchmarkTopReading(b *testing.B) {
+	rdb, c := flashSale(b)
+	w := NewWatcher(c, Options{Every: time.Second, Timeout: time.Minute})
+	cpu0 := redisCPU(b, rdb)
+	b.ResetTimer()
+	for range b.N {
+		w.Read(context.Background())
+	}
+	b.StopTimer()
+	v := w.View(Filter{}, nil)
+	if !v.Reachable {
+		b.Fatal(v.Error)
+	}
+	waiting := 0
+	for _, l := range v.Locks {
+		waiting += len(l.Waiters)
+	}
+	if os.Getenv("DLOCK_TOP_STATS") != "" {
+		st, _ := rdb.Info(context.Background(), "commandstats").Result()
+		_ = os.WriteFile(os.Getenv("DLOCK_TOP_STATS"), []byte(st), 0o644)
+	}
+	b.ReportMetric(float64(len(v.Locks)), "locks")
+	b.ReportMetric(float64(waiting), "waiters")
+	b.ReportMetric(float64((redisCPU(b, rdb)-cpu0).Milliseconds())/float64(b.N), "redis-cpu-ms/reading")
+}
+
+// The lock service beside the view: 64 goroutines acquire and release a
+// Mutex on one of 10 000 names (the bench's many-names load, on one
+// Client) during a flash sale, in rounds of DLOCK_TOP_ROUND (default 3 s)
+// with the view reading every second and without it, alternating; it
+// reports each side's pairs/s over all rounds and their ratio.
+//
+//	cd cmd/dlock && go test -run '^$' -bench TopBeside -benchtime 6x ./top/
+func BenchmarkTopBeside(b *testing.B) {
+	_, c := flashSale(b)
+	round := time.Duration(envInt("DLOCK_TOP_ROUND_MS", 3000)) * time.Millisecond
+	var pairs [2]int64
+	var spent [2]time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		viewed := i%2 == 1
+		ctx, cancel := context.WithTimeout(context.Background(), round)
+		if viewed {
+			w := NewWatcher(c, Options{Every: time.Second, Timeout: time.Minute})
+			go w.Run(ctx)
+		}
+		var n atomic.Int64
+		var wg sync.WaitGroup
+		start := time.Now()
+		for range 64 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					l, err := c.Mutex("load:"+strconv.Itoa(rand.IntN(10_000))).Acquire(ctx, dl.Wait(3*time.Second))
+					if err != nil {
+						continue
+					}
+					if l.Unlock(context.Background()) == nil {
+						n.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		cancel()
+		k := 0
+		if viewed {
+			k = 1
+		}
+		pairs[k] += n.Load()
+		spent[k] += time.Since(start)
+	}
+	b.StopTimer()
+	without, with := float64(pairs[0])/spent[0].Seconds(), float64(pairs[1])/spent[1].Seconds()
+	b.ReportMetric(without, "pairs/s-alone")
+	b.ReportMetric(with, "pairs/s-viewed")
+	if without > 0 {
+		b.ReportMetric(with/without, "viewed/alone")
+	}
+}

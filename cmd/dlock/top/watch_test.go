@@ -1,0 +1,113 @@
+package top
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dl "github.com/dlockgo/dlock"
+)
+
+// script is a Source that answers what the test last set: the diff logic
+// is the Watcher's own, whatever service the readings come from.
+type script struct {
+	mu    sync.Mutex
+	infos []dl.Info
+	err   error
+}
+
+func (s *script) set(err error, infos ...dl.Info) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.infos, s.err = infos, err
+}
+
+func (s *script) List(ctx context.Context, pattern string) ([]dl.Info, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.infos, s.err
+}
+
+func held(name string, ttl time.Duration, hs ...dl.Holder) dl.Info {
+	return dl.Info{Name: name, Shape: "mutex", Held: true, Holders: hs, TTL: ttl}
+}
+
+// A holder that appears is granted; one gone with lease left was
+// released; one gone after its lease ran out expired. The view keeps the
+// last good reading while the source fails, and says since when.
+func TestWatcherHistory(t *testing.T) {
+	src := &script{}
+	w := NewWatcher(src, Options{Every: time.Second})
+	ctx := context.Background()
+	a := dl.Holder{ID: "aaaa", Host: "h", PID: 1, Fence: 1, TTL: 30 * time.Second}
+	b := dl.Holder{ID: "bbbb", Host: "h", PID: 2, Fence: 2, TTL: 50 * time.Millisecond}
+	w.Read(ctx) // nothing held
+	src.set(nil, held("x", a.TTL, a), held("y", b.TTL, b))
+	w.Read(ctx)
+	time.Sleep(60 * time.Millisecond) // b's lease runs out
+	src.set(nil)
+	w.Read(ctx)
+	v := w.View(Filter{}, nil)
+	var got []string
+	for _, e := range v.Events {
+		got = append(got, e.Name+" "+e.Kind+" "+e.Holder)
+	}
+	want := []string{"x released aaaa :1", "y expired bbbb :2", "x granted aaaa :1", "y granted bbbb :2"}
+	slicesEqualSet(t, got[:2], want[:2])
+	slicesEqualSet(t, got[2:], want[2:])
+	svg := string(v.Timeline())
+	for _, name := range []string{"x", "y"} {
+		if !strings.Contains(svg, ">"+name+"</text>") {
+			t.Errorf("timeline has no lane %s", name)
+		}
+	}
+	// Each bar runs from its grant to its end: two readings apart.
+	bars := regexp.MustCompile(`class="bar"[^>]* width="([0-9.]+)"`).FindAllStringSubmatch(svg, -1)
+	if len(bars) != 2 {
+		t.Fatalf("%d bars, want 2", len(bars))
+	}
+	for _, m := range bars {
+		if m[1] == "4.0" {
+			t.Errorf("a bar of the narrowest width: %s", m[0])
+		}
+	}
+
+	src.set(errors.New("connection refused"))
+	w.Read(ctx)
+	v = w.View(Filter{}, nil)
+	if v.Reachable || v.UnreachableSince == nil || !strings.Contains(v.Error, "refused") {
+		t.Errorf("after a failed read: reachable %v since %v error %q", v.Reachable, v.UnreachableSince, v.Error)
+	}
+	src.set(nil, held("z", a.TTL, a))
+	w.Read(ctx)
+	if v = w.View(Filter{}, nil); !v.Reachable || v.UnreachableSince != nil || len(v.Locks) != 1 {
+		t.Errorf("after a good read: reachable %v since %v locks %d", v.Reachable, v.UnreachableSince, len(v.Locks))
+	}
+	if v = w.View(Filter{Name: "q*"}, nil); len(v.Locks) != 0 {
+		t.Errorf("filter q*: %d locks", len(v.Locks))
+	}
+	if v = w.View(Filter{Holder: "aaaa"}, nil); len(v.Locks) != 1 {
+		t.Errorf("filter holder aaaa: %d locks", len(v.Locks))
+	}
+}
+
+func slicesEqualSet(t *testing.T, got, want []string) {
+	t.Helper()
+	m := map[string]int{}
+	for _, s := range got {
+		m[s]++
+	}
+	for _, s := range want {
+		m[s]--
+	}
+	for s, n := range m {
+		if n != 0 {
+			t.Errorf("events %q, want %q (%s)", got, want, s)
+			return
+		}
+	}
+}
