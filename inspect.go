@@ -62,7 +62,12 @@ func inspectReply(ctx context.Context, name string, cmds []*redis.Cmd) (Info, er
 		}
 		return info, nil
 	}
-	return Info{Name: name}, wrap("inspect", "", name, fmt.Errorf("%w: a key of no lock shape", ErrWrongType))
+	return Info{Name: name}, noShape(name)
+}
+
+// noShape is Inspect's error for a name whose keys are of no lock shape.
+func noShape(name string) error {
+	return wrap("inspect", "", name, fmt.Errorf("%w: a key of no lock shape", ErrWrongType))
 }
 
 // parseInspect reads a normalized inspect reply (lua/inspect_lib.lua).

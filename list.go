@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -57,7 +58,7 @@ func (c *Client) List(ctx context.Context, pattern string) ([]Info, error) {
 		batches = append(batches, b)
 	}
 	held, err := seam.Collect(ctx, batches, listWorkers, func(ctx context.Context, batch []string) ([]Info, bool, error) {
-		infos, errs := c.inspectMany(ctx, batch)
+		infos, errs := c.inspectBatch(ctx, batch)
 		var kept []Info
 		for i, err := range errs {
 			switch {
@@ -150,4 +151,69 @@ func escapeGlob(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// listInspect is Inspect of many locks in one call (lua/list_inspect.lua):
+// each shape's inspect script made a local function of its keys, before
+// the loop over the locks.
+var listInspect = func() *luaScript {
+	var fns strings.Builder
+	names := make([]string, len(inspectors))
+	for i, in := range inspectors {
+		names[i] = fmt.Sprintf("inspect_%d", i+1)
+		fmt.Fprintf(&fns, "local function %s(KEYS)\n%s\nend\n", names[i], in.script.body)
+	}
+	fmt.Fprintf(&fns, "local inspectors = {%s}\n", strings.Join(names, ", "))
+	body := fns.String() + readLua("list_inspect.lua")
+	var src strings.Builder
+	for _, l := range []string{"lib.lua", "rw_lib.lua", "inspect_lib.lua"} {
+		src.WriteString(readLua(l))
+		src.WriteString("\n")
+	}
+	src.WriteString(body)
+	return newLuaScript("list_inspect.lua", body, src.String())
+}()
+
+// inspectBatch is Inspect of every one of names (valid names): in one
+// script call, or on a Cluster (whose script calls take the keys of one
+// slot) and when that call fails, as inspectMany does.
+func (c *Client) inspectBatch(ctx context.Context, names []string) ([]Info, []error) {
+	if _, ok := c.rdb.(*redis.ClusterClient); ok || len(names) == 0 {
+		return c.inspectMany(ctx, names)
+	}
+	counts := make([]any, len(inspectors))
+	var keys []string
+	for i, name := range names {
+		for j, in := range inspectors {
+			k := in.keys(c, name)
+			if i == 0 {
+				counts[j] = len(k)
+			}
+			keys = append(keys, k...)
+		}
+	}
+	replies, err := c.scripts.run(ctx, listInspect.call(keys, counts...)).Slice()
+	if err != nil || len(replies) != len(names) {
+		if ctx.Err() != nil {
+			err := redisErr(ctx, "inspect", "", names[0], ctx.Err())
+			errs := make([]error, len(names))
+			for i := range errs {
+				errs[i] = err
+			}
+			return make([]Info, len(names)), errs
+		}
+		return c.inspectMany(ctx, names)
+	}
+	infos, errs := make([]Info, len(names)), make([]error, len(names))
+	for i, name := range names {
+		v, ok := replies[i].([]any)
+		if !ok {
+			infos[i], errs[i] = Info{Name: name}, noShape(name)
+			continue
+		}
+		if infos[i], errs[i] = parseInspect(name, v); errs[i] != nil {
+			errs[i] = wrap("inspect", "", name, errs[i])
+		}
+	}
+	return infos, errs
 }

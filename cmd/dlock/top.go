@@ -45,7 +45,7 @@ func newTopCmd() *cobra.Command {
 			"  GET /             the page (?name=GLOB&holder=TEXT filter it)\n" +
 			"  GET /api/locks    the same data as JSON\n" +
 			"  GET /events       server-sent events: the view after each reading\n" +
-			"  POST /api/unlock  name=NAME&confirm=NAME (only with --allow-unlock)\n\n" +
+			"  POST /api/unlock  name=NAME&confirm=NAME, header X-Dlock-Unlock: 1 (only with --allow-unlock)\n\n" +
 			"--json prints one reading as JSON and exits, for scripts.\n\n" +
 			"Exit codes: 0 stopped by SIGINT or SIGTERM, or --json printed; 1 a runtime failure (the server\n" +
 			"unreachable at the start); 2 bad input (unknown flag, bad address, --listen taken or invalid).",

@@ -7,9 +7,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	dl "github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/cmd/dlock/backend"
@@ -97,6 +100,18 @@ func TestTopOnEveryBackend(t *testing.T) {
 					t.Errorf("the page has no %q", want)
 				}
 			}
+			// In the browser: the holder and its waiter, live.
+			bctx := browser(t)
+			if err := chromedp.Do(bctx, chromedp.Navigate("http://"+addr+"/")); err != nil {
+				t.Fatal(err)
+			}
+			poll[bool](t, bctx, "the page goes live", `document.querySelector("#live.on") !== null`, 10*time.Second)
+			row := `document.querySelector('tr.lock[data-name="stock:1"]')`
+			shown := poll[[]string](t, bctx, "holder and waiter shown",
+				`(r => r && r.querySelector("li.waiter") && [r.querySelector("li.holder").dataset.fence, r.querySelector("li.waiter").dataset.id])(`+row+`)`, 10*time.Second)
+			if shown[0] != strconv.FormatInt(l.Token(), 10) || shown[1] != m.Waiters[0].ID {
+				t.Errorf("the browser shows holder token %s and waiter %s, want %d and %s", shown[0], shown[1], l.Token(), m.Waiters[0].ID)
+			}
 			// The view only reads: the lock is still held by the same grant.
 			if err := l.Verify(ctx); err != nil {
 				t.Errorf("the lock after the view: %v", err)
@@ -137,7 +152,15 @@ func TestTopJSONAndUnlock(t *testing.T) {
 
 	addr := startTop(t, "--redis", rurl, "--every", "100ms")
 	post := func(addr string, form url.Values) (int, string) {
-		resp, err := http.PostForm("http://"+addr+"/api/unlock", form)
+		req, err := http.NewRequest("POST", "http://"+addr+"/api/unlock", strings.NewReader(form.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if form.Get("header") != "no" {
+			req.Header.Set("X-Dlock-Unlock", "1")
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,6 +172,9 @@ func TestTopJSONAndUnlock(t *testing.T) {
 		t.Errorf("unlock without --allow-unlock: %d %s", code, body)
 	}
 	addr = startTop(t, "--redis", rurl, "--every", "100ms", "--allow-unlock")
+	if code, body := post(addr, url.Values{"name": {"coupon:7"}, "confirm": {"coupon:7"}, "header": {"no"}}); code != http.StatusForbidden {
+		t.Errorf("unlock posted by a form of another site (no header): %d %s", code, body)
+	}
 	if code, body := post(addr, url.Values{"name": {"coupon:7"}, "confirm": {"coupon:"}}); code != http.StatusBadRequest {
 		t.Errorf("unlock with a wrong confirmation: %d %s", code, body)
 	}

@@ -39,7 +39,7 @@
     var f = e.target;
     if (!f.classList.contains("unlock")) return;
     e.preventDefault();
-    fetch(f.action, { method: "POST", body: new URLSearchParams(new FormData(f)) })
+    fetch(f.action, { method: "POST", headers: { "X-Dlock-Unlock": "1" }, body: new URLSearchParams(new FormData(f)) })
       .then(function (r) { return r.text().then(function (t) { alert(t); }); });
   });
 })();

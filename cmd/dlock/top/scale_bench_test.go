@@ -123,14 +123,16 @@ func BenchmarkTopReading(b *testing.B) {
 
 // The lock service beside the view: 64 goroutines acquire and release a
 // Mutex on one of 10 000 names (the bench's many-names load, on one
-// Client) during a flash sale, in rounds of DLOCK_TOP_ROUND (default 3 s)
-// with the view reading every second and without it, alternating; it
+// Client) during a flash sale, in rounds of DLOCK_TOP_ROUND_MS (default
+// 3 s) with the view reading every DLOCK_TOP_EVERY_MS (default 1 s) and
+// without it, alternating; it
 // reports each side's pairs/s over all rounds and their ratio.
 //
 //	cd cmd/dlock && go test -run '^$' -bench TopBeside -benchtime 6x ./top/
 func BenchmarkTopBeside(b *testing.B) {
 	_, c := flashSale(b)
 	round := time.Duration(envInt("DLOCK_TOP_ROUND_MS", 3000)) * time.Millisecond
+	every := time.Duration(envInt("DLOCK_TOP_EVERY_MS", 1000)) * time.Millisecond
 	var pairs [2]int64
 	var spent [2]time.Duration
 	b.ResetTimer()
@@ -138,7 +140,7 @@ func BenchmarkTopBeside(b *testing.B) {
 		viewed := i%2 == 1
 		ctx, cancel := context.WithTimeout(context.Background(), round)
 		if viewed {
-			w := NewWatcher(c, Options{Every: time.Second, Timeout: time.Minute})
+			w := NewWatcher(c, Options{Every: every, Timeout: time.Minute})
 			go w.Run(ctx)
 		}
 		var n atomic.Int64

@@ -28,7 +28,8 @@ var page = template.Must(template.New("page.html").Funcs(template.FuncMap{
 //	GET  /             the page (a snapshot that updates itself; ?name=GLOB&holder=TEXT filter it)
 //	GET  /api/locks    the same data as JSON (the same filters)
 //	GET  /events       server-sent events: the page's view after each reading
-//	POST /api/unlock   name=NAME&confirm=NAME force-unlocks NAME (only with Unlock set)
+//	POST /api/unlock   name=NAME&confirm=NAME force-unlocks NAME (only with Unlock set,
+//	                   and the header X-Dlock-Unlock: 1, which the page's script sends)
 type Page struct {
 	Watcher *Watcher
 	// Backend and Server name the lock service in the page's header.
@@ -127,6 +128,12 @@ func (p *Page) serveUnlock(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this page does not unlock (start dlock top with --allow-unlock)", http.StatusForbidden)
 		return
 	}
+	// Only the page's own script: a form another site posts to loopback
+	// carries no such header (a browser asks first, and is refused).
+	if r.Header.Get(unlockHeader) != "1" {
+		http.Error(w, "unlock: missing the "+unlockHeader+" header the page sends", http.StatusForbidden)
+		return
+	}
 	name, confirm := r.PostFormValue("name"), r.PostFormValue("confirm")
 	if name == "" || confirm != name {
 		http.Error(w, "type the lock's name exactly to confirm the unlock", http.StatusBadRequest)
@@ -142,6 +149,9 @@ func (p *Page) serveUnlock(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	fmt.Fprintln(w, said)
 }
+
+// unlockHeader must be set on POST /api/unlock.
+const unlockHeader = "X-Dlock-Unlock"
 
 // fmtMS prints a duration in ms for people: "850 ms", "12.3 s", "4m05s".
 func fmtMS(ms int64) string {
