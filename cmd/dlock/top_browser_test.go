@@ -17,6 +17,7 @@ import (
 
 	dl "github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/cmd/dlock/backend"
+	"github.com/dlockgo/dlock/cmd/dlock/drill"
 	"github.com/dlockgo/dlock/internal/freeport"
 	"github.com/dlockgo/dlock/internal/redistest"
 )
@@ -250,4 +251,53 @@ func startTop(t *testing.T, args ...string) string {
 		return err == nil && resp.StatusCode == 200
 	})
 	return addr
+}
+
+// The page during `dlock drill soak` on Redis (faults on a Sentinel-watched
+// master among them): live through the faults, it shows the soak's locks
+// and their grants drawn on the timeline; the soak's own checks still pass
+// beside it (the view only reads). With -update-docs its screenshot is the
+// one in docs/OPERATIONS.md.
+func TestTopDuringSoak(t *testing.T) {
+	started := make(chan string, 1)
+	soaked := make(chan error, 1)
+	go func() {
+		res, err := drill.Soak(context.Background(), drill.SoakOptions{
+			Backend: backend.Redis, Duration: 14 * time.Second, Every: 4 * time.Second, Down: 2 * time.Second,
+			Started: func(addr string) { started <- addr },
+		})
+		if err == nil && !res.OK() {
+			err = fmt.Errorf("the soak's checks failed: mutex %q, fenced %q, tokens %q, double grants %d", res.Mutex, res.Fenced, res.Tokens, res.DoubleGrants)
+		}
+		soaked <- err
+	}()
+	var addr string
+	select {
+	case redisURL := <-started:
+		addr = startTop(t, "--redis", redisURL, "--every", "250ms")
+	case err := <-soaked:
+		t.Fatalf("the soak ended before it started: %v", err)
+	}
+	ctx := browser(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+addr+"/")); err != nil {
+		t.Fatal(err)
+	}
+	poll[bool](t, ctx, "the page goes live", `document.querySelector("#live.on") !== null`, 10*time.Second)
+	lanes := poll[int](t, ctx, "the soak's locks on the timeline",
+		`(n => n >= 3 && document.querySelectorAll("li.event").length >= 20 && n)(document.querySelectorAll("svg.timeline text.lane-label").length)`, 12*time.Second)
+	if lanes < 3 {
+		t.Errorf("%d locks on the timeline", lanes)
+	}
+	if *updateDocs {
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile("../../docs/img/top-soak.png", png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-soaked; err != nil {
+		t.Fatal(err)
+	}
 }

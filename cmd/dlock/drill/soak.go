@@ -53,6 +53,10 @@ type SoakOptions struct {
 	History bool
 	// Progress is called as the soak goes (done and total in seconds).
 	Progress func(what string, done, total int)
+	// Started, if set, is called with the address of the servers the
+	// soak started (as --redis, --etcd or --zk takes it) before its
+	// workers start: for a view of the soak's locks (dlock top).
+	Started func(addr string)
 }
 
 // Faults of the Redis soak only.
@@ -152,6 +156,9 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 		return nil, err
 	}
 	defer b.Close()
+	if o.Started != nil {
+		o.Started(target.addr())
+	}
 	st, err := openSoakStore(ctx, dir, o.Names)
 	if err != nil {
 		return nil, err

@@ -29,7 +29,9 @@ func (v View) Timeline() template.HTML {
 		if sp.expired {
 			s.Points = append(s.Points, drill.Point{Lane: d.Lane, Who: d.Who, AtMS: end, Label: "expired"})
 		}
-		if sp.shared && !slices.Contains(s.Shared, d.Lane) {
+		// The view is no witness: its ends are bounds read between
+		// readings, so it draws no overlap as one.
+		if !slices.Contains(s.Shared, d.Lane) {
 			s.Shared = append(s.Shared, d.Lane)
 		}
 	}

@@ -36,20 +36,23 @@ type Watcher struct {
 	o     Options
 	start time.Time
 
-	mu       sync.Mutex
-	last     []dl.Info              // the last good reading
-	readAt   time.Time              // when it was read
-	seen     map[holderKey]seen     // the holders of the last good reading
-	events   []Event                // oldest first, trimmed to Keep
-	open     map[holderKey]int      // the index in spans of each open hold
-	spans    []span                 // holds seen, oldest first, trimmed to Keep
-	grants   map[string][]time.Time // per name, the grants of the last hotWindow
-	waiters  map[string]int         // per name, the most waiters seen within hotWindow
-	waitAt   map[string]time.Time   // when that most was seen
-	down     time.Time              // unreachable since (zero: reachable)
-	lastErr  string
-	readings int
-	subs     map[chan struct{}]struct{}
+	mu      sync.Mutex
+	last    []dl.Info              // the last good reading
+	readAt  time.Time              // when it was read
+	seen    map[holderKey]seen     // the holders of the last good reading
+	events  []Event                // oldest first, trimmed to Keep
+	open    map[holderKey]int      // the index in spans of each open hold
+	spans   []span                 // holds seen, oldest first, trimmed to Keep
+	grants  map[string][]time.Time // per name, the grants of the last hotWindow
+	waiters map[string]int         // per name, the most waiters seen within hotWindow
+	waitAt  map[string]time.Time   // when that most was seen
+	// firstGrant is, per name, the earliest exclusive grant the reading
+	// being recorded saw: a hold gone in it ended no later.
+	firstGrant map[string]time.Time
+	down       time.Time // unreachable since (zero: reachable)
+	lastErr    string
+	readings   int
+	subs       map[chan struct{}]struct{}
 }
 
 // holderKey names one grant: a lock and the holder's id and token.
@@ -98,7 +101,7 @@ func NewWatcher(src Source, o Options) *Watcher {
 	return &Watcher{
 		src: src, o: o, start: time.Now(),
 		seen: map[holderKey]seen{}, open: map[holderKey]int{},
-		grants: map[string][]time.Time{}, waiters: map[string]int{}, waitAt: map[string]time.Time{},
+		grants: map[string][]time.Time{}, waiters: map[string]int{}, waitAt: map[string]time.Time{}, firstGrant: map[string]time.Time{},
 		subs: map[chan struct{}]struct{}{},
 	}
 }
@@ -161,6 +164,7 @@ func (w *Watcher) Read(ctx context.Context) {
 // released.
 func (w *Watcher) record(infos []dl.Info, started, now time.Time) {
 	next := make(map[holderKey]seen, len(w.seen))
+	clear(w.firstGrant)
 	for _, info := range infos {
 		for _, h := range info.Holders {
 			k := holderKey{info.Name, h.ID, h.Fence}
@@ -186,8 +190,10 @@ func (w *Watcher) record(infos []dl.Info, started, now time.Time) {
 				from = h.Since
 			}
 			w.open[k] = len(w.spans)
-			shared := h.Mode == "read" || info.Shape == "semaphore"
-			w.spans = append(w.spans, span{key: k, who: holderName(h), from: from, lastTTL: h.TTL, firstTTL: h.TTL, shared: shared})
+			w.spans = append(w.spans, span{key: k, who: holderName(h), from: from, lastTTL: h.TTL, firstTTL: h.TTL})
+			if g := w.firstGrant[info.Name]; h.Mode != "read" && info.Shape != "semaphore" && (g.IsZero() || at.Before(g)) {
+				w.firstGrant[info.Name] = at // an exclusive grant
+			}
 		}
 		if n := len(info.Queue); n >= w.waiters[info.Name] || now.Sub(w.waitAt[info.Name]) > hotWindow {
 			if n > 0 || w.waiters[info.Name] > 0 {
@@ -205,7 +211,13 @@ func (w *Watcher) record(infos []dl.Info, started, now time.Time) {
 		}
 		w.events = append(w.events, Event{At: now, Name: k.name, Kind: kind, Holder: holderName(s.h), Fence: k.fence})
 		if i, ok := w.open[k]; ok {
-			w.spans[i].to, w.spans[i].expired = now, kind == "expired"
+			// It ended before now, and before a grant of its lock seen in
+			// this reading (an exclusive one, at least).
+			end := now
+			if g := w.firstGrant[k.name]; !g.IsZero() && g.After(w.spans[i].from) && g.Before(end) {
+				end = g
+			}
+			w.spans[i].to, w.spans[i].expired = end, kind == "expired"
 			delete(w.open, k)
 		}
 	}

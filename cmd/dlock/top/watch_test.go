@@ -76,6 +76,25 @@ func TestWatcherHistory(t *testing.T) {
 		}
 	}
 
+	// A hold handed on between two readings ends, as drawn, where the next
+	// one's grant began (its Since), not at the reading that saw it gone.
+	c := dl.Holder{ID: "cccc", Host: "h", PID: 3, Fence: 3, TTL: 30 * time.Second}
+	src.set(nil, held("x", c.TTL, c))
+	w.Read(ctx)
+	d := dl.Holder{ID: "dddd", Host: "h", PID: 4, Fence: 4, TTL: 30 * time.Second}
+	time.Sleep(20 * time.Millisecond)
+	d.Since = time.Now()
+	time.Sleep(20 * time.Millisecond)
+	src.set(nil, held("x", d.TTL, d))
+	w.Read(ctx)
+	w.mu.Lock()
+	for _, sp := range w.spans {
+		if sp.key.id == "cccc" && !sp.to.Equal(d.Since) {
+			t.Errorf("the hold handed on ends at %v, want the next grant's %v", sp.to, d.Since)
+		}
+	}
+	w.mu.Unlock()
+
 	src.set(errors.New("connection refused"))
 	w.Read(ctx)
 	v = w.View(Filter{}, nil)
