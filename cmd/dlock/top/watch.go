@@ -165,6 +165,7 @@ func (w *Watcher) Read(ctx context.Context) {
 func (w *Watcher) record(infos []dl.Info, started, now time.Time) {
 	next := make(map[holderKey]seen, len(w.seen))
 	clear(w.firstGrant)
+	firstEvent := len(w.events)
 	for _, info := range infos {
 		for _, h := range info.Holders {
 			k := holderKey{info.Name, h.ID, h.Fence}
@@ -209,18 +210,23 @@ func (w *Watcher) record(infos []dl.Info, started, now time.Time) {
 		if s.h.TTL >= 0 && now.Sub(s.at) >= s.h.TTL {
 			kind = "expired"
 		}
-		w.events = append(w.events, Event{At: now, Name: k.name, Kind: kind, Holder: holderName(s.h), Fence: k.fence})
+		// It ended before now, and before an exclusive grant of its lock
+		// seen in this reading.
+		end := now
+		if g := w.firstGrant[k.name]; !g.IsZero() && g.After(w.readAt) && g.Before(end) {
+			end = g
+		}
+		w.events = append(w.events, Event{At: end, Name: k.name, Kind: kind, Holder: holderName(s.h), Fence: k.fence})
 		if i, ok := w.open[k]; ok {
-			// It ended before now, and before a grant of its lock seen in
-			// this reading (an exclusive one, at least).
-			end := now
-			if g := w.firstGrant[k.name]; !g.IsZero() && g.After(w.spans[i].from) && g.Before(end) {
-				end = g
+			if end.Before(w.spans[i].from) {
+				end = w.spans[i].from
 			}
 			w.spans[i].to, w.spans[i].expired = end, kind == "expired"
 			delete(w.open, k)
 		}
 	}
+	// This reading's events in time order after the ones before it.
+	slices.SortStableFunc(w.events[firstEvent:], func(a, b Event) int { return a.At.Compare(b.At) })
 	w.seen, w.last, w.readAt = next, infos, now
 }
 
