@@ -24,6 +24,19 @@ type Info struct {
 	Permits int
 }
 
+// Oldest returns the earliest Since of the lock's holders: since when it
+// has been held, as its holders' clocks say (zero when no holder's is
+// known). List puts the oldest first.
+func (i Info) Oldest() time.Time {
+	var t time.Time
+	for _, h := range i.Holders {
+		if !h.Since.IsZero() && (t.IsZero() || h.Since.Before(t)) {
+			t = h.Since
+		}
+	}
+	return t
+}
+
 // Holder describes one holder of a lock, from the metadata stored with it.
 type Holder struct {
 	ID    string    // the first 8 characters of the holder's token or owner

@@ -56,11 +56,7 @@ func inspectReply(ctx context.Context, name string, cmds []*redis.Cmd) (Info, er
 		case err != nil:
 			return Info{Name: name}, redisErr(ctx, "inspect", "", name, err)
 		}
-		info, err := parseInspect(name, v)
-		if err != nil {
-			return info, wrap("inspect", "", name, err)
-		}
-		return info, nil
+		return parseInspect(name, v)
 	}
 	return Info{Name: name}, noShape(name)
 }
@@ -87,7 +83,7 @@ func parseInspect(name string, v []any) (Info, error) {
 	}
 	info.Held = len(info.Holders) > 0
 	if r.bad {
-		return info, fmt.Errorf("unexpected inspect reply %v", v)
+		return info, wrap("inspect", "", name, fmt.Errorf("unexpected inspect reply %v", v))
 	}
 	return info, nil
 }

@@ -2,12 +2,9 @@ package dlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/dlockgo/dlock/seam"
 
@@ -17,16 +14,16 @@ import (
 // listScanCount is the COUNT hint of each SCAN call of List and ForceUnlock.
 const listScanCount = 1000
 
-// List inspects the locks it found in pipelines of listBatch names,
-// listWorkers pipelines at once.
+// List inspects the locks it found listBatch in a call, listWorkers calls
+// at once.
 const (
 	listBatch   = 100
 	listWorkers = 4
 )
 
 // List returns the held locks whose names match pattern, oldest first (by
-// the earliest Since of their holders; holders of unknown age last, ties by
-// name), so a stuck holder stands out. The pattern is a Redis glob over lock
+// Info.Oldest; unknown ages last, ties by name), so a stuck holder stands
+// out. The pattern is a Redis glob over lock
 // names ("stock:*", "order:1?", "*"; "" means "*"); use '\' to match '*',
 // '?', '[' or '\' literally.
 //
@@ -34,49 +31,20 @@ const (
 // master of a Cluster client: a lock is found by its key <prefix>{name} or
 // by any of its <prefix>{name}:* keys but the fence counter (an RWLock held
 // by readers only has no main key). It reads each lock found as Inspect
-// does, in pipelines of 100 names (4 at once). Keys that are not locks of a known shape are left
-// out, as are locks freed while List runs; SCAN may miss a lock created
+// does, 100 locks in one script call (on a Cluster: in one pipeline), 4
+// calls at once. Keys that are not locks of a known shape are left out, as are locks freed while List runs; SCAN may miss a lock created
 // while it runs. A pattern longer than seam.MaxNameLen returns
 // ErrInvalidArgument. On a Redis error List returns it and no Info.
 func (c *Client) List(ctx context.Context, pattern string) ([]Info, error) {
-	if err := seam.CheckContext(ctx); err != nil {
-		return nil, wrap("list", "", pattern, err)
-	}
-	glob, err := seam.CheckPattern(pattern)
-	if err != nil {
-		return nil, wrap("list", "", pattern, err)
-	}
-	names, err := c.scanLockNames(ctx, escapeGlob(c.prefix)+"{"+glob+"}*")
-	if err != nil {
-		return nil, wrap("list", "", glob, err)
-	}
-	// The names in pipelines of listBatch, listWorkers at once: a lock
-	// costs Redis its four inspect scripts, not a round trip of its own.
-	names = slices.DeleteFunc(names, func(n string) bool { return seam.CheckName(n) != nil })
-	batches := make([][]string, 0, len(names)/listBatch+1)
-	for b := range slices.Chunk(names, listBatch) {
-		batches = append(batches, b)
-	}
-	held, err := seam.Collect(ctx, batches, listWorkers, func(ctx context.Context, batch []string) ([]Info, bool, error) {
-		infos, errs := c.inspectBatch(ctx, batch)
-		var kept []Info
-		for i, err := range errs {
-			switch {
-			case errors.Is(err, ErrWrongType):
-			case err != nil:
-				return nil, false, err
-			case infos[i].Held:
-				kept = append(kept, infos[i])
-			}
-		}
-		return kept, true, nil
-	})
-	if err != nil {
-		return nil, wrap("list", "", glob, err) // an Inspect's error names its lock already
-	}
-	infos := slices.Concat(held...)
-	seam.SortOldest(infos, func(i Info) []Holder { return i.Holders }, func(h Holder) time.Time { return h.Since }, func(i Info) string { return i.Name })
-	return infos, nil
+	return seam.Listing[Info]{
+		Names: func(ctx context.Context, glob string) ([]string, error) {
+			names, err := c.scanLockNames(ctx, escapeGlob(c.prefix)+"{"+glob+"}*")
+			return names, redisCause(err)
+		},
+		// A lock costs Redis its four inspect scripts, not a round trip.
+		Inspect: c.Inspect, InspectBatch: c.inspectBatch, Batch: listBatch, Workers: listWorkers,
+		Held: func(i Info) bool { return i.Held }, Oldest: Info.Oldest, Name: func(i Info) string { return i.Name },
+	}.List(ctx, pattern)
 }
 
 // scanLockNames SCANs for keys matching match (on every master of a
@@ -178,7 +146,7 @@ var listInspect = func() *luaScript {
 // script call, or on a Cluster (whose script calls take the keys of one
 // slot) and when that call fails, as inspectMany does.
 func (c *Client) inspectBatch(ctx context.Context, names []string) ([]Info, []error) {
-	if _, ok := c.rdb.(*redis.ClusterClient); ok || len(names) == 0 {
+	if _, ok := c.rdb.(*redis.ClusterClient); ok {
 		return c.inspectMany(ctx, names)
 	}
 	counts := make([]any, len(inspectors))
@@ -194,25 +162,14 @@ func (c *Client) inspectBatch(ctx context.Context, names []string) ([]Info, []er
 	}
 	replies, err := c.scripts.run(ctx, listInspect.call(keys, counts...)).Slice()
 	if err != nil || len(replies) != len(names) {
-		if ctx.Err() != nil {
-			err := redisErr(ctx, "inspect", "", names[0], ctx.Err())
-			errs := make([]error, len(names))
-			for i := range errs {
-				errs[i] = err
-			}
-			return make([]Info, len(names)), errs
-		}
-		return c.inspectMany(ctx, names)
+		return c.inspectMany(ctx, names) // which says why, name by name
 	}
 	infos, errs := make([]Info, len(names)), make([]error, len(names))
 	for i, name := range names {
-		v, ok := replies[i].([]any)
-		if !ok {
+		if v, ok := replies[i].([]any); ok {
+			infos[i], errs[i] = parseInspect(name, v)
+		} else {
 			infos[i], errs[i] = Info{Name: name}, noShape(name)
-			continue
-		}
-		if infos[i], errs[i] = parseInspect(name, v); errs[i] != nil {
-			errs[i] = wrap("inspect", "", name, errs[i])
 		}
 	}
 	return infos, errs

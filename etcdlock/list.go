@@ -2,10 +2,8 @@ package etcdlock
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -17,8 +15,8 @@ import (
 const listWorkers = 16
 
 // List returns the held locks whose names match pattern, oldest first (by
-// the earliest Since of their holders; holders of unknown age last, ties by
-// name), so a stuck holder stands out. The pattern is a Redis glob over lock
+// dlock.Info.Oldest; unknown ages last, ties by name), so a stuck holder
+// stands out. The pattern is a Redis glob over lock
 // names ("stock:*", "order:1?", "*"; "" means "*"); use '\' to match '*',
 // '?', '[' or '\' literally.
 //
@@ -34,33 +32,13 @@ const listWorkers = 16
 // seam.MaxNameLen returns dlock.ErrInvalidArgument. On an etcd error List
 // returns it and no Info.
 func (c *Client) List(ctx context.Context, pattern string) ([]dlock.Info, error) {
-	if err := seam.CheckContext(ctx); err != nil {
-		return nil, seam.Wrap("list", "", pattern, err)
-	}
-	glob, err := seam.CheckPattern(pattern)
-	if err != nil {
-		return nil, seam.Wrap("list", "", pattern, err)
-	}
-	names, err := c.lockNames(ctx, glob)
-	if err != nil {
-		return nil, seam.StoreErr(ctx, "list", "", glob, err)
-	}
-	infos, err := seam.Collect(ctx, names, listWorkers, func(ctx context.Context, name string) (dlock.Info, bool, error) {
-		info, err := c.Inspect(ctx, name)
-		if errors.Is(err, dlock.ErrWrongType) || errors.Is(err, dlock.ErrInvalidName) {
-			return info, false, nil
-		}
-		return info, info.Held, err
-	})
-	if err != nil {
-		return nil, seam.Wrap("list", "", glob, err) // an Inspect's error names its lock already
-	}
-	seam.SortOldest(infos, func(i dlock.Info) []dlock.Holder { return i.Holders },
-		func(h dlock.Holder) time.Time { return h.Since }, func(i dlock.Info) string { return i.Name })
-	return infos, nil
+	return seam.Listing[dlock.Info]{
+		Names: c.lockNames, Inspect: c.Inspect, Workers: listWorkers,
+		Held: func(i dlock.Info) bool { return i.Held }, Oldest: dlock.Info.Oldest, Name: func(i dlock.Info) string { return i.Name },
+	}.List(ctx, pattern)
 }
 
-// lockNames returns the valid lock names matching glob that have a key in
+// lockNames returns the lock names matching glob that have a key in
 // the directory of a shape Inspect looks for, each once.
 func (c *Client) lockNames(ctx context.Context, glob string) ([]string, error) {
 	ops := make([]clientv3.Op, len(inspected))
@@ -76,7 +54,7 @@ func (c *Client) lockNames(ctx context.Context, glob string) ([]string, error) {
 	for i, r := range resp.Responses {
 		for _, kv := range r.GetResponseRange().GetKvs() {
 			name, ok := nameOf(string(kv.Key), c.prefix+inspected[i]+"/")
-			if ok && !seen[name] && seam.CheckName(name) == nil && seam.MatchGlob(glob, name) {
+			if ok && !seen[name] && seam.MatchGlob(glob, name) {
 				seen[name] = true
 				names = append(names, name)
 			}

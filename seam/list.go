@@ -3,18 +3,95 @@ package seam
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
 )
 
-// Collect calls inspect on every one of items, at most workers calls at
+// Listing is how a backend's List finds and reads its locks; its List
+// method is that List, the same on every backend.
+type Listing[T any] struct {
+	// Names returns the lock names matching glob, each once, or the
+	// store's error.
+	Names func(ctx context.Context, glob string) ([]string, error)
+	// Inspect reads the lock called name (as the backend's Inspect does:
+	// ErrWrongType says its keys are of no lock shape).
+	Inspect func(ctx context.Context, name string) (T, error)
+	// InspectBatch, if set, reads Batch names in one call instead (the
+	// last call fewer): an answer and an error per name.
+	InspectBatch func(ctx context.Context, names []string) ([]T, []error)
+	Batch        int
+	// Workers is how many calls run at once.
+	Workers int
+	// Held, Oldest and Name read an answer: whether it is held, the
+	// earliest Since of its holders (zero: unknown), its lock's name.
+	Held   func(T) bool
+	Oldest func(T) time.Time
+	Name   func(T) string
+}
+
+// List returns the held locks whose names match pattern (a Redis glob, ""
+// for "*", see MatchGlob), oldest first (by the earliest Since of their
+// holders; unknown ages last, ties by name). Names that are not valid lock
+// names and locks whose keys are of no lock shape are left out. A pattern
+// longer than MaxNameLen returns ErrInvalidArgument; an error of Names or
+// Inspect is returned, and no locks.
+func (l Listing[T]) List(ctx context.Context, pattern string) ([]T, error) {
+	if err := CheckContext(ctx); err != nil {
+		return nil, Wrap("list", "", pattern, err)
+	}
+	glob, err := CheckPattern(pattern)
+	if err != nil {
+		return nil, Wrap("list", "", pattern, err)
+	}
+	names, err := l.Names(ctx, glob)
+	if err != nil {
+		return nil, StoreErr(ctx, "list", "", glob, err)
+	}
+	names = slices.DeleteFunc(names, func(n string) bool { return CheckName(n) != nil })
+	inspect, batch := l.InspectBatch, l.Batch
+	if inspect == nil {
+		inspect, batch = l.each, 1
+	}
+	held, err := collect(ctx, slices.Collect(slices.Chunk(names, max(batch, 1))), l.Workers, func(ctx context.Context, batch []string) ([]T, bool, error) {
+		infos, errs := inspect(ctx, batch)
+		var kept []T
+		for i, err := range errs {
+			switch {
+			case errors.Is(err, ErrWrongType):
+			case err != nil:
+				return nil, false, err
+			case l.Held(infos[i]):
+				kept = append(kept, infos[i])
+			}
+		}
+		return kept, true, nil
+	})
+	if err != nil {
+		return nil, Wrap("list", "", glob, err) // an Inspect's error names its lock already
+	}
+	infos := slices.Concat(held...)
+	sortOldest(infos, l.Oldest, l.Name)
+	return infos, nil
+}
+
+// each reads names one by one with Inspect.
+func (l Listing[T]) each(ctx context.Context, names []string) ([]T, []error) {
+	infos, errs := make([]T, len(names)), make([]error, len(names))
+	for i, name := range names {
+		infos[i], errs[i] = l.Inspect(ctx, name)
+	}
+	return infos, errs
+}
+
+// collect calls inspect on every one of items, at most workers calls at
 // once (at least one), and returns the infos for which inspect said keep,
 // in no particular order. The ctx inspect gets ends when ctx does or when a
-// call fails: Collect then starts no further call, waits for those running
+// call fails: collect then starts no further call, waits for those running
 // and returns ctx's error if ctx has ended, else the first error inspect
 // returned, and no infos.
-func Collect[N, T any](ctx context.Context, items []N, workers int, inspect func(ctx context.Context, item N) (info T, keep bool, err error)) ([]T, error) {
+func collect[N, T any](ctx context.Context, items []N, workers int, inspect func(ctx context.Context, item N) (info T, keep bool, err error)) ([]T, error) {
 	ictx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	todo := make(chan N)
@@ -57,21 +134,11 @@ feed:
 	return infos, nil
 }
 
-// SortOldest sorts infos oldest first: by the earliest since of the holders
-// of each (a zero time is an unknown age; an info with no known age goes
-// last), ties by name.
-func SortOldest[T, H any](infos []T, holders func(T) []H, since func(H) time.Time, name func(T) string) {
-	earliest := func(info T) time.Time {
-		var t time.Time
-		for _, h := range holders(info) {
-			if s := since(h); !s.IsZero() && (t.IsZero() || s.Before(t)) {
-				t = s
-			}
-		}
-		return t
-	}
+// sortOldest sorts infos oldest first: by oldest (a zero time is an
+// unknown age: last), ties by name.
+func sortOldest[T any](infos []T, oldest func(T) time.Time, name func(T) string) {
 	slices.SortFunc(infos, func(a, b T) int {
-		ta, tb := earliest(a), earliest(b)
+		ta, tb := oldest(a), oldest(b)
 		switch {
 		case ta.IsZero() != tb.IsZero():
 			if ta.IsZero() {

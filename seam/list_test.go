@@ -25,7 +25,7 @@ func TestCollect(t *testing.T) {
 	for _, workers := range []int{-1, 0, 1, 4, 16} {
 		t.Run(strconv.Itoa(workers), func(t *testing.T) {
 			var running, peak, calls atomic.Int32
-			got, err := Collect(context.Background(), names(100), workers, func(ctx context.Context, name string) (string, bool, error) {
+			got, err := collect(context.Background(), names(100), workers, func(ctx context.Context, name string) (string, bool, error) {
 				calls.Add(1)
 				n := running.Add(1)
 				defer running.Add(-1)
@@ -55,7 +55,7 @@ func TestCollect(t *testing.T) {
 			}
 		})
 	}
-	got, err := Collect(context.Background(), nil, 16, func(context.Context, string) (int, bool, error) {
+	got, err := collect(context.Background(), nil, 16, func(context.Context, string) (int, bool, error) {
 		t.Fatal("inspect called with no names")
 		return 0, false, nil
 	})
@@ -69,7 +69,7 @@ func TestCollect(t *testing.T) {
 func TestCollectError(t *testing.T) {
 	boom := errors.New("boom")
 	var calls atomic.Int32
-	got, err := Collect(context.Background(), names(1000), 4, func(ctx context.Context, name string) (int, bool, error) {
+	got, err := collect(context.Background(), names(1000), 4, func(ctx context.Context, name string) (int, bool, error) {
 		calls.Add(1)
 		if name == "n10" {
 			return 0, false, fmt.Errorf("inspect %s: %w", name, boom)
@@ -94,7 +94,7 @@ func TestCollectError(t *testing.T) {
 // A ctx that ends is Collect's error, whatever inspect returned.
 func TestCollectCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	got, err := Collect(ctx, names(100), 4, func(ictx context.Context, name string) (int, bool, error) {
+	got, err := collect(ctx, names(100), 4, func(ictx context.Context, name string) (int, bool, error) {
 		if name == "n0" { // among the first 4: the others wait for the end
 			cancel()
 		}
@@ -104,46 +104,141 @@ func TestCollectCancel(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || got != nil {
 		t.Fatalf("Collect = %v, %v; want context.Canceled", got, err)
 	}
-	if _, err := Collect(ctx, nil, 4, func(context.Context, string) (int, bool, error) { return 0, false, nil }); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Collect(ended ctx, no names) = %v, want context.Canceled", err)
+	if _, err := collect(ctx, nil, 4, func(context.Context, string) (int, bool, error) { return 0, false, nil }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("collect(ended ctx, no names) = %v, want context.Canceled", err)
 	}
 }
 
 func TestSortOldest(t *testing.T) {
-	type holder struct{ since time.Time }
 	type info struct {
-		name    string
-		holders []holder
+		name   string
+		oldest time.Time
 	}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	at := func(secs ...int) []holder {
-		var hs []holder
-		for _, s := range secs {
-			h := holder{}
-			if s >= 0 {
-				h.since = t0.Add(time.Duration(s) * time.Second)
-			}
-			hs = append(hs, h)
-		}
-		return hs
-	}
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	infos := []info{
-		{"unknown:b", at(-1)},
+		{"unknown:b", time.Time{}},
 		{"new", at(9)},
-		{"none", nil},
-		{"readers", at(7, 2, -1)}, // its earliest known holder: 2
+		{"readers", at(2)},
 		{"tie:b", at(5)},
-		{"unknown:a", at(-1, -1)},
+		{"unknown:a", time.Time{}},
 		{"tie:a", at(5)},
 		{"old", at(1)},
 	}
-	SortOldest(infos, func(i info) []holder { return i.holders }, func(h holder) time.Time { return h.since }, func(i info) string { return i.name })
+	sortOldest(infos, func(i info) time.Time { return i.oldest }, func(i info) string { return i.name })
 	var got []string
 	for _, i := range infos {
 		got = append(got, i.name)
 	}
-	want := []string{"old", "readers", "tie:a", "tie:b", "new", "none", "unknown:a", "unknown:b"}
+	want := []string{"old", "readers", "tie:a", "tie:b", "new", "unknown:a", "unknown:b"}
 	if !slices.Equal(got, want) {
-		t.Fatalf("SortOldest: %v, want %v", got, want)
+		t.Fatalf("sortOldest: %v, want %v", got, want)
+	}
+}
+
+// lk is a lock as a test's Listing reads it.
+type lk struct {
+	name   string
+	oldest time.Time
+	held   bool
+}
+
+// testListing lists locks from a map; inspect counts its calls.
+func testListing(locks map[string]lk, calls *atomic.Int32) Listing[lk] {
+	return Listing[lk]{
+		Names: func(ctx context.Context, glob string) ([]string, error) {
+			var out []string
+			for n := range locks {
+				if MatchGlob(glob, n) {
+					out = append(out, n)
+				}
+			}
+			return append(out, ""), nil // not a valid name: left out before Inspect
+		},
+		InspectBatch: func(ctx context.Context, names []string) ([]lk, []error) {
+			calls.Add(1)
+			infos, errs := make([]lk, len(names)), make([]error, len(names))
+			for i, n := range names {
+				if n == "" {
+					panic("an invalid name inspected")
+				}
+				if n == "foreign" {
+					errs[i] = fmt.Errorf("%w: a key of no lock shape", ErrWrongType)
+				}
+				infos[i] = locks[n]
+			}
+			return infos, errs
+		},
+		Batch: 2, Workers: 2,
+		Held:   func(l lk) bool { return l.held },
+		Oldest: func(l lk) time.Time { return l.oldest },
+		Name:   func(l lk) string { return l.name },
+	}
+}
+
+// List finds the names, inspects them in batches, keeps the held ones and
+// puts them oldest first; a foreign key is left out; bad input and errors
+// are returned as such.
+func TestListing(t *testing.T) {
+	t0 := time.Now()
+	locks := map[string]lk{
+		"a:1":     {name: "a:1", oldest: t0.Add(2 * time.Second), held: true},
+		"a:2":     {name: "a:2", oldest: t0, held: true},
+		"a:3":     {name: "a:3", held: true}, // unknown age: last
+		"a:free":  {name: "a:free"},
+		"b:1":     {name: "b:1", oldest: t0, held: true},
+		"foreign": {name: "foreign"},
+	}
+	var calls atomic.Int32
+	l := testListing(locks, &calls)
+	got, err := l.List(context.Background(), "a:*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, g := range got {
+		order = append(order, g.name)
+	}
+	if !slices.Equal(order, []string{"a:2", "a:1", "a:3"}) {
+		t.Errorf("listed %v, want a:2, a:1, a:3", order)
+	}
+	if calls.Load() != 2 { // 4 names, 2 a call
+		t.Errorf("%d Inspect calls, want 2", calls.Load())
+	}
+	if got, err := l.List(context.Background(), ""); err != nil || len(got) != 4 {
+		t.Errorf(`List(""): %d locks, %v; want 4 (the foreign key left out)`, len(got), err)
+	}
+	if _, err := l.List(context.Background(), string(make([]byte, MaxNameLen+1))); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("a pattern too long: %v", err)
+	}
+	boom := errors.New("boom")
+	l.Names = func(context.Context, string) ([]string, error) { return nil, boom }
+	if _, err := l.List(context.Background(), "*"); !errors.Is(err, boom) {
+		t.Errorf("a store error of Names: %v", err)
+	}
+	l = testListing(locks, &calls)
+	l.InspectBatch = func(ctx context.Context, names []string) ([]lk, []error) {
+		return make([]lk, len(names)), slices.Repeat([]error{boom}, len(names))
+	}
+	if _, err := l.List(context.Background(), "*"); !errors.Is(err, boom) {
+		t.Errorf("an Inspect error: %v", err)
+	}
+	// Without InspectBatch, one Inspect call per name.
+	l = testListing(locks, &calls)
+	batch := l.InspectBatch
+	l.InspectBatch, l.Batch = nil, 0
+	var each atomic.Int32
+	l.Inspect = func(ctx context.Context, name string) (lk, error) {
+		each.Add(1)
+		infos, errs := batch(ctx, []string{name})
+		return infos[0], errs[0]
+	}
+	if got, err := l.List(context.Background(), "a:*"); err != nil || len(got) != 3 || each.Load() != 4 {
+		t.Errorf("one by one: %d locks, %d calls, %v; want 3 locks of 4 calls", len(got), each.Load(), err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := testListing(locks, &calls).List(ctx, "*"); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled ctx: %v", err)
 	}
 }

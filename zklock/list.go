@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/url"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -16,8 +15,8 @@ import (
 const listWorkers = 16
 
 // List returns the held locks whose names match pattern, oldest first (by
-// the earliest Since of their holders; holders of unknown age last, ties by
-// name), so a stuck holder stands out. The pattern is a Redis glob over lock
+// dlock.Info.Oldest; unknown ages last, ties by name), so a stuck holder
+// stands out. The pattern is a Redis glob over lock
 // names ("stock:*", "order:1?", "*"; "" means "*"); use '\' to match '*',
 // '?', '[' or '\' literally.
 //
@@ -36,41 +35,18 @@ const listWorkers = 16
 // dlock.ErrInvalidArgument. On a ZooKeeper error List returns it and no
 // Info; on a closed Client, dlock.ErrClosed.
 func (c *Client) List(ctx context.Context, pattern string) ([]dlock.Info, error) {
-	if err := seam.CheckContext(ctx); err != nil {
-		return nil, seam.Wrap("list", "", pattern, err)
-	}
-	glob, err := seam.CheckPattern(pattern)
-	if err != nil {
-		return nil, seam.Wrap("list", "", pattern, err)
-	}
-	if c.closed() {
-		return nil, seam.Wrap("list", "", glob, dlock.ErrClosed)
-	}
-	names, err := c.lockNames(ctx, glob)
-	if err != nil {
-		if errors.Is(err, errClosed) {
-			err = dlock.ErrClosed
-		}
-		return nil, seam.StoreErr(ctx, "list", "", glob, err)
-	}
-	infos, err := seam.Collect(ctx, names, listWorkers, func(ctx context.Context, name string) (dlock.Info, bool, error) {
-		info, err := c.Inspect(ctx, name)
-		if errors.Is(err, dlock.ErrWrongType) || errors.Is(err, dlock.ErrInvalidName) {
-			return info, false, nil
-		}
-		return info, info.Held, err
-	})
-	if err != nil {
-		return nil, seam.Wrap("list", "", glob, err) // an Inspect's error names its lock already
-	}
-	seam.SortOldest(infos, func(i dlock.Info) []dlock.Holder { return i.Holders },
-		func(h dlock.Holder) time.Time { return h.Since }, func(i dlock.Info) string { return i.Name })
-	return infos, nil
+	return seam.Listing[dlock.Info]{
+		Names: c.lockNames, Inspect: c.Inspect, Workers: listWorkers,
+		Held: func(i dlock.Info) bool { return i.Held }, Oldest: dlock.Info.Oldest, Name: func(i dlock.Info) string { return i.Name },
+	}.List(ctx, pattern)
 }
 
-// lockNames returns the valid lock names matching glob that have a
+// lockNames returns the lock names matching glob that have a
 // directory in a family, each once.
 func (c *Client) lockNames(ctx context.Context, glob string) ([]string, error) {
+	if c.closed() {
+		return nil, dlock.ErrClosed
+	}
 	seen := make(map[string]bool)
 	var names []string
 	for _, family := range []string{familyLock, familySemaphore} {
@@ -81,12 +57,15 @@ func (c *Client) lockNames(ctx context.Context, glob string) ([]string, error) {
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
+		if errors.Is(err, errClosed) {
+			return nil, dlock.ErrClosed
+		}
 		if err != nil {
 			return nil, err
 		}
 		for _, child := range children {
 			name, ok := unescape(child)
-			if ok && !seen[name] && seam.CheckName(name) == nil && seam.MatchGlob(glob, name) {
+			if ok && !seen[name] && seam.MatchGlob(glob, name) {
 				seen[name] = true
 				names = append(names, name)
 			}
