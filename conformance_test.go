@@ -31,6 +31,7 @@ func TestConformance(t *testing.T) {
 					Semaphore: func(n string, permits int) dlocktest.Semaphore { return c.Semaphore(n, permits) },
 					MultiLock: func(names ...string) dlock.Locker { return c.MultiLock(names...) },
 					Inspect:   c.Inspect,
+					List:      c.List,
 					Close:     c.Close,
 				}
 			}

@@ -104,3 +104,16 @@ func TestParseInspect(t *testing.T) {
 		t.Error("a mistyped reply read without error")
 	}
 }
+
+// Oldest is the earliest known Since of the holders; unknown ones do not
+// count; none known is zero.
+func TestInfoOldest(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	readers := Info{Holders: []Holder{{Since: t0.Add(7 * time.Second)}, {}, {Since: t0.Add(2 * time.Second)}}}
+	if got := readers.Oldest(); !got.Equal(t0.Add(2 * time.Second)) {
+		t.Errorf("Oldest = %v, want the earliest known holder's", got)
+	}
+	if got := (Info{Holders: []Holder{{}}}).Oldest(); !got.IsZero() {
+		t.Errorf("no Since known: Oldest = %v, want zero", got)
+	}
+}

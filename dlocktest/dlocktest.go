@@ -17,7 +17,7 @@
 // SetPermits), MultiLock (all names or none, no deadlock between
 // overlapping ones), QueueTimeout (a live waiter keeps its place, a silent
 // one stops blocking the queue), Inspect (one meaning of dlock.Info on
-// every backend), leader election (package election on the backend's
+// every backend), List (held locks by a glob, oldest first), leader election (package election on the backend's
 // Mutex and Inspect: one leader at a time, increasing tokens, a closed
 // leader followed by another, a panicking leader that gives the lock up,
 // as under Do), Close (it ends waiting Acquire calls with ErrClosed,
@@ -122,7 +122,9 @@ type Client struct {
 	// Inspect is the client's Inspect (the Inspect and election
 	// tests need it; nil skips them).
 	Inspect func(ctx context.Context, name string) (dlock.Info, error)
-	Close   func() error
+	// List is the client's List (the List test needs it; nil skips it).
+	List  func(ctx context.Context, pattern string) ([]dlock.Info, error)
+	Close func() error
 }
 
 // Semaphore is a backend's semaphore: a Locker of one permit at a time,
@@ -171,6 +173,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("Inspect/Exclusive", s.inspectExclusive)
 	t.Run("Inspect/ReadWrite", s.inspectReadWrite)
 	t.Run("Inspect/Semaphore", s.inspectSemaphore)
+	t.Run("List", s.list)
 	t.Run("Election/OneLeaderAtATime", s.electionTerms)
 	t.Run("Election/Failover", s.electionFailover)
 	t.Run("PanicReleases", s.panicReleases)

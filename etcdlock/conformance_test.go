@@ -80,6 +80,7 @@ func conformanceClient(c *Client) dlocktest.Client {
 		Semaphore: func(name string, permits int) dlocktest.Semaphore { return c.Semaphore(name, permits) },
 		MultiLock: func(names ...string) dlock.Locker { return c.MultiLock(names...) },
 		Inspect:   c.Inspect,
+		List:      c.List,
 		Close:     c.Close,
 	}
 }

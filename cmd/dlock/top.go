@@ -75,8 +75,9 @@ func runTop(c *cobra.Command, f *adminFlags, cfg topConfig) error {
 		return usagef("--every %v: want at least 10ms", cfg.every)
 	case cfg.keep < cfg.every:
 		return usagef("--history %v: want at least --every (%v)", cfg.keep, cfg.every)
-	case len(cfg.pattern) > seam.MaxNameLen:
-		return usagef("--pattern: %d bytes (want at most %d)", len(cfg.pattern), seam.MaxNameLen)
+	}
+	if _, err := seam.CheckPattern(cfg.pattern); err != nil {
+		return usagef("--pattern: %v", err)
 	}
 	kind, err := f.kind(c)
 	if err != nil {
@@ -90,11 +91,7 @@ func runTop(c *cobra.Command, f *adminFlags, cfg topConfig) error {
 		return err
 	}
 	defer done()
-	src, ok := insp.(top.Source)
-	if !ok {
-		return fmt.Errorf("top: the %s client cannot list locks", kind)
-	}
-	w := top.NewWatcher(src, top.Options{Pattern: cfg.pattern, Every: cfg.every, Keep: cfg.keep})
+	w := top.NewWatcher(insp, top.Options{Pattern: cfg.pattern, Every: cfg.every, Keep: cfg.keep})
 	ctx := c.Context()
 	if f.json {
 		w.Read(ctx)

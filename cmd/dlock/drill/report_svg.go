@@ -5,7 +5,6 @@ import (
 	"html"
 	"html/template"
 	"math"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -143,16 +142,10 @@ func timelineSVG(r *Summary, id string, fromMS, toMS float64) template.HTML {
 		}
 		toMS = max(hi+(hi-fromMS)*room, fromMS+1)
 	}
-	exclusive := r.Spans
-	if len(r.Shared) > 0 {
-		exclusive = nil
-		for _, s := range r.Spans {
-			if !slices.Contains(r.Shared, s.Lane) {
-				exclusive = append(exclusive, s)
-			}
-		}
+	v := view{id: id, from: fromMS, to: toMS}
+	if !r.Outside {
+		v.overlaps = overlaps(r.Spans)
 	}
-	v := view{id: id, from: fromMS, to: toMS, overlaps: overlaps(exclusive)}
 	in := func(ms float64) bool { return ms >= fromMS && ms <= toMS }
 
 	// The rows with something to show in this stretch.

@@ -46,10 +46,10 @@ type Summary struct {
 	// Axis is the title of the time axis ("": time since the drill
 	// started).
 	Axis string
-	// Shared are lanes many holders may be inside at once (an RWLock's
-	// readers, a Semaphore's permits): their overlaps are not drawn as
-	// such.
-	Shared []string
+	// Outside says the spans were read from outside the holders (their
+	// ends are bounds, dlock top): overlaps are not drawn, since they
+	// would not be witnessed.
+	Outside bool
 }
 
 // Part is one part of a drill's story: a heading ("" for none) and the

@@ -2,7 +2,6 @@ package top
 
 import (
 	"html/template"
-	"slices"
 	"time"
 
 	"github.com/dlockgo/dlock/cmd/dlock/drill"
@@ -18,7 +17,9 @@ func (v View) Timeline() template.HTML {
 	}
 	now := msSince(v.start, v.At)
 	from := max(0, now-float64(v.keep.Milliseconds()))
-	s := &drill.Summary{Axis: "time since dlock top started (ms)"}
+	// The view is no witness: its ends are bounds read between readings,
+	// so it draws no overlap as one.
+	s := &drill.Summary{Axis: "time since dlock top started (ms)", Outside: true}
 	for _, sp := range v.spans {
 		end := now
 		if !sp.to.IsZero() {
@@ -28,11 +29,6 @@ func (v View) Timeline() template.HTML {
 		s.Spans = append(s.Spans, d)
 		if sp.expired {
 			s.Points = append(s.Points, drill.Point{Lane: d.Lane, Who: d.Who, AtMS: end, Label: "expired"})
-		}
-		// The view is no witness: its ends are bounds read between
-		// readings, so it draws no overlap as one.
-		if !slices.Contains(s.Shared, d.Lane) {
-			s.Shared = append(s.Shared, d.Lane)
 		}
 	}
 	return s.Timeline("top", from, max(now, from+1000))

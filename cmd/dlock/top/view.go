@@ -132,7 +132,7 @@ func (w *Watcher) View(f Filter, unlock func(name string) string) View {
 			}
 			hv.FullMS = hv.TTLMS
 			if i, ok := w.open[holderKey{info.Name, h.ID, h.Fence}]; ok {
-				hv.FullMS = max(hv.FullMS, w.spans[i].firstTTL.Milliseconds(), w.spans[i].lastTTL.Milliseconds())
+				hv.FullMS = max(hv.FullMS, w.spans[i].fullTTL.Milliseconds())
 			}
 			l.Holders = append(l.Holders, hv)
 		}

@@ -71,11 +71,9 @@ type seen struct {
 type span struct {
 	key      holderKey
 	who      string
-	from, to time.Time // to zero: still held
-	expired  bool      // it ended by running out its lease (or session), not by a release
-	shared   bool      // a hold of many at once (a reader, a permit)
-	lastTTL  time.Duration
-	firstTTL time.Duration
+	from, to time.Time     // to zero: still held
+	expired  bool          // it ended by running out its lease (or session), not by a release
+	fullTTL  time.Duration // the longest lease left seen: its bar's length
 }
 
 // Event is a grant, release or expiry the view saw.
@@ -172,7 +170,7 @@ func (w *Watcher) record(infos []dl.Info, started, now time.Time) {
 			next[k] = seen{h, started}
 			if _, ok := w.seen[k]; ok {
 				if i, ok := w.open[k]; ok {
-					w.spans[i].lastTTL = h.TTL
+					w.spans[i].fullTTL = max(w.spans[i].fullTTL, h.TTL)
 				}
 				continue
 			}
@@ -191,7 +189,7 @@ func (w *Watcher) record(infos []dl.Info, started, now time.Time) {
 				from = h.Since
 			}
 			w.open[k] = len(w.spans)
-			w.spans = append(w.spans, span{key: k, who: holderName(h), from: from, lastTTL: h.TTL, firstTTL: h.TTL})
+			w.spans = append(w.spans, span{key: k, who: holderName(h), from: from, fullTTL: h.TTL})
 			if g := w.firstGrant[info.Name]; h.Mode != "read" && info.Shape != "semaphore" && (g.IsZero() || at.Before(g)) {
 				w.firstGrant[info.Name] = at // an exclusive grant
 			}

@@ -3,7 +3,6 @@ package top
 import (
 	"context"
 	"errors"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -44,11 +43,10 @@ func TestWatcherHistory(t *testing.T) {
 	w := NewWatcher(src, Options{Every: time.Second})
 	ctx := context.Background()
 	a := dl.Holder{ID: "aaaa", Host: "h", PID: 1, Fence: 1, TTL: 30 * time.Second}
-	b := dl.Holder{ID: "bbbb", Host: "h", PID: 2, Fence: 2, TTL: 50 * time.Millisecond}
-	w.Read(ctx) // nothing held
+	b := dl.Holder{ID: "bbbb", Host: "h", PID: 2, Fence: 2, TTL: 0} // its lease has run out when read
+	w.Read(ctx)                                                     // nothing held
 	src.set(nil, held("x", a.TTL, a), held("y", b.TTL, b))
 	w.Read(ctx)
-	time.Sleep(60 * time.Millisecond) // b's lease runs out
 	src.set(nil)
 	w.Read(ctx)
 	v := w.View(Filter{}, nil)
@@ -65,14 +63,21 @@ func TestWatcherHistory(t *testing.T) {
 			t.Errorf("timeline has no lane %s", name)
 		}
 	}
-	// Each bar runs from its grant to its end: two readings apart.
-	bars := regexp.MustCompile(`class="bar"[^>]* width="([0-9.]+)"`).FindAllStringSubmatch(svg, -1)
-	if len(bars) != 2 {
-		t.Fatalf("%d bars, want 2", len(bars))
+	if bars := strings.Count(svg, `class="bar"`); bars != 2 {
+		t.Errorf("%d bars, want 2", bars)
 	}
-	for _, m := range bars {
-		if m[1] == "4.0" {
-			t.Errorf("a bar of the narrowest width: %s", m[0])
+	// Each hold runs from its grant to its end: the readings that saw them.
+	at := map[string]time.Time{}
+	for _, e := range v.Events {
+		at[e.Name+" "+e.Kind] = e.At
+	}
+	for _, sp := range v.spans {
+		start, end := at[sp.key.name+" granted"], at[sp.key.name+" released"]
+		if end.IsZero() {
+			end = at[sp.key.name+" expired"]
+		}
+		if !sp.from.Equal(start) || !sp.to.Equal(end) || !end.After(start) {
+			t.Errorf("%s held %v – %v, want %v – %v", sp.key.name, sp.from, sp.to, start, end)
 		}
 	}
 
@@ -82,9 +87,7 @@ func TestWatcherHistory(t *testing.T) {
 	src.set(nil, held("x", c.TTL, c))
 	w.Read(ctx)
 	d := dl.Holder{ID: "dddd", Host: "h", PID: 4, Fence: 4, TTL: 30 * time.Second}
-	time.Sleep(20 * time.Millisecond)
-	d.Since = time.Now()
-	time.Sleep(20 * time.Millisecond)
+	d.Since = time.Now() // after the reading before, before the next
 	src.set(nil, held("x", d.TTL, d))
 	w.Read(ctx)
 	w.mu.Lock()
