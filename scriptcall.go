@@ -79,14 +79,6 @@ func (sc scriptCall) evalArgs() []any {
 	return a
 }
 
-// queueEval adds the call to a pipeline by EVAL (Inspect: off the hot path,
-// and whatever the server has cached).
-func (sc scriptCall) queueEval(ctx context.Context, p redis.Pipeliner) *redis.Cmd {
-	cmd := redis.NewCmd(ctx, sc.evalArgs()...)
-	_ = p.Process(ctx, cmd)
-	return cmd
-}
-
 // scripter runs the script calls of one Client on its go-redis client: by
 // FCALL of the package's function library while the server runs it
 // (loading the library where the server has lost it), by EVALSHA once the

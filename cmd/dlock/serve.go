@@ -225,22 +225,12 @@ func runServe(ctx context.Context, cfg serveConfig, out, errOut io.Writer) error
 	fmt.Fprintln(errOut, serverLine(cfg.redisURL, from))
 	fmt.Fprintf(out, "dlock serve: strategy %s, %s database, redis %s, listening on http://%s\n",
 		strat.Name(), store.Kind(), backend.RedisServer(cfg.redisURL), ln.Addr())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-served:
-	}
+	serveErr := serveUntilDone(ctx, srv, ln)
 	// Graceful shutdown: stop accepting, let in-flight requests finish,
 	// then stop the consumer and persist what it holds.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdown)
 	defer cancel()
 	shutErr := srv.Shutdown(sctx)
-	if serveErr == nil {
-		<-served
-	}
 	stopConsumer()
 	<-consumerDone
 	if consumer != nil {
@@ -253,6 +243,19 @@ func runServe(ctx context.Context, cfg serveConfig, out, errOut io.Writer) error
 		return serveErr
 	}
 	return shutErr
+}
+
+// serveUntilDone serves ln with srv until ctx ends, then returns nil (the
+// caller shuts srv down), or until serving fails: its error.
+func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener) error {
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-served:
+		return err
+	}
 }
 
 // putOnSale creates a sku with qty units; for a sku that exists it changes

@@ -141,13 +141,7 @@ func runTop(c *cobra.Command, f *adminFlags, cfg topConfig) error {
 	go func() { defer close(watched); w.Run(wctx) }()
 	fmt.Fprintf(c.OutOrStdout(), "dlock top: %s %s, names %q, read every %v, serving http://%s\n",
 		kind, p.Server, cfg.pattern, cfg.every, ln.Addr())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-served:
-	}
+	serveErr := serveUntilDone(ctx, srv, ln)
 	endStreams()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
