@@ -94,6 +94,12 @@ func TestNoCommandAfterClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The read hold before the writer waits (a writer that went first
+	// would hold it, and the reader wait for ever).
+	rl, err := holder.RWLock("held-rw").ReadLock().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	waited := make(chan error, 2)
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -103,10 +109,6 @@ func TestNoCommandAfterClose(t *testing.T) {
 			waited <- err
 		}()
 	}
-	rl, err := holder.RWLock("held-rw").ReadLock().Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	kept, err := c.Lock("kept").Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +116,15 @@ func TestNoCommandAfterClose(t *testing.T) {
 	if _, err := c.Mutex("capped").Acquire(ctx, dlock.MaxHold(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the waiters queue
+	for _, name := range []string{"held", "held-rw"} { // the waiters queue
+		deadline := time.Now().Add(10 * time.Second)
+		for info, err := holder.Inspect(ctx, name); err != nil || len(info.Queue) != 1; info, err = holder.Inspect(ctx, name) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the waiter did not queue: %+v, %v", name, info, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
