@@ -327,8 +327,13 @@ type lockKeys struct {
 }
 
 func (c *Client) keys(name string) lockKeys {
-	base := c.prefix + "{" + name + "}"
+	base := c.lockKey(name)
 	return lockKeys{lock: base, fence: c.fenceKey(base), wake: base + ":wake"}
+}
+
+// lockKey is the key <prefix>{name} of the lock called name.
+func (c *Client) lockKey(name string) string {
+	return c.prefix + "{" + name + "}"
 }
 
 // fenceKey is the fence counter of the hash slot of the lock key lock:

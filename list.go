@@ -3,6 +3,8 @@ package dlock
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -36,45 +38,55 @@ const (
 // while it runs. A pattern longer than seam.MaxNameLen returns
 // ErrInvalidArgument. On a Redis error List returns it and no Info.
 func (c *Client) List(ctx context.Context, pattern string) ([]Info, error) {
+	return c.listing(nil).List(ctx, pattern)
+}
+
+// listing is how List finds and reads the Client's locks (seam.Listing);
+// scanned, if not nil, is told what each SCAN found (see scanLocks).
+func (c *Client) listing(scanned func(alone map[string]bool)) seam.Listing[Info] {
 	return seam.Listing[Info]{
 		Names: func(ctx context.Context, glob string) ([]string, error) {
-			names, err := c.scanLockNames(ctx, escapeGlob(c.prefix)+"{"+glob+"}*")
-			return names, redisCause(err)
+			found, err := c.scanLocks(ctx, glob)
+			if err == nil && scanned != nil {
+				scanned(found)
+			}
+			return slices.Collect(maps.Keys(found)), redisCause(err)
 		},
 		// A lock costs Redis its four inspect scripts, not a round trip.
 		Inspect: c.Inspect, InspectBatch: c.inspectBatch, Batch: listBatch, Workers: listWorkers,
 		Held: func(i Info) bool { return i.Held }, Oldest: Info.Oldest, Name: func(i Info) string { return i.Name },
-	}.List(ctx, pattern)
+	}
 }
 
-// scanLockNames SCANs for keys matching match (on every master of a
-// cluster) and returns the lock names of the keys <prefix>{name} and
+// scanLocks SCANs for the keys of the locks whose names match glob (on
+// every master of a cluster): the lock key <prefix>{name} and the keys
 // <prefix>{name}:suffix (a slot's fence counter, <prefix>fence:{tag}, names
-// no lock). The name ends at the key's last '}' (no suffix holds one).
-func (c *Client) scanLockNames(ctx context.Context, match string) ([]string, error) {
+// no lock; the name ends at the key's last '}': no suffix holds one). It
+// returns, by lock name, whether the lock key was the only key of the lock
+// found.
+func (c *Client) scanLocks(ctx context.Context, glob string) (map[string]bool, error) {
 	var mu sync.Mutex
-	seen := make(map[string]struct{})
-	err := c.scanKeys(ctx, match, func(key string) {
+	found := make(map[string]bool)
+	err := c.scanKeys(ctx, escapeGlob(c.prefix)+"{"+glob+"}*", func(key string) {
 		rest, ok := strings.CutPrefix(key, c.prefix)
 		end := strings.LastIndexByte(rest, '}')
 		if !ok || len(rest) < 3 || rest[0] != '{' || end < 2 {
 			return
 		}
-		if suffix := rest[end+1:]; suffix != "" && suffix[0] != ':' {
+		suffix := rest[end+1:]
+		if suffix != "" && suffix[0] != ':' {
 			return
 		}
+		name := rest[1:end]
 		mu.Lock()
-		seen[rest[1:end]] = struct{}{}
+		alone, seen := found[name]
+		found[name] = suffix == "" && (alone || !seen)
 		mu.Unlock()
 	})
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(seen))
-	for n := range seen {
-		names = append(names, n)
-	}
-	return names, nil
+	return found, nil
 }
 
 // scanKeys calls found for every key matching match, on every master of a

@@ -56,7 +56,7 @@ func (l Listing[T]) List(ctx context.Context, pattern string) ([]T, error) {
 	}
 	held, err := collect(ctx, slices.Collect(slices.Chunk(names, max(batch, 1))), l.Workers, func(ctx context.Context, batch []string) ([]T, bool, error) {
 		infos, errs := inspect(ctx, batch)
-		var kept []T
+		kept := make([]T, 0, len(infos))
 		for i, err := range errs {
 			switch {
 			case errors.Is(err, ErrWrongType):
@@ -71,9 +71,7 @@ func (l Listing[T]) List(ctx context.Context, pattern string) ([]T, error) {
 	if err != nil {
 		return nil, Wrap("list", "", glob, err) // an Inspect's error names its lock already
 	}
-	infos := slices.Concat(held...)
-	sortOldest(infos, l.Oldest, l.Name)
-	return infos, nil
+	return sortOldest(held, l.Oldest, l.Name), nil
 }
 
 // each reads names one by one with Inspect.
@@ -134,20 +132,40 @@ feed:
 	return infos, nil
 }
 
-// sortOldest sorts infos oldest first: by oldest (a zero time is an
-// unknown age: last), ties by name.
-func sortOldest[T any](infos []T, oldest func(T) time.Time, name func(T) string) {
-	slices.SortFunc(infos, func(a, b T) int {
-		ta, tb := oldest(a), oldest(b)
+// sortOldest returns the infos of every part in one slice, oldest first:
+// by oldest (a zero time is an unknown age: last), ties by name. Each
+// info's oldest and name are read once.
+func sortOldest[T any](parts [][]T, oldest func(T) time.Time, name func(T) string) []T {
+	type keyed struct {
+		at   time.Time
+		name string
+		info *T
+	}
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	ks := make([]keyed, 0, n)
+	for _, p := range parts {
+		for i := range p {
+			ks = append(ks, keyed{oldest(p[i]), name(p[i]), &p[i]})
+		}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int {
 		switch {
-		case ta.IsZero() != tb.IsZero():
-			if ta.IsZero() {
+		case a.at.IsZero() != b.at.IsZero():
+			if a.at.IsZero() {
 				return 1
 			}
 			return -1
-		case !ta.Equal(tb):
-			return ta.Compare(tb)
+		case !a.at.Equal(b.at):
+			return a.at.Compare(b.at)
 		}
-		return cmp.Compare(name(a), name(b))
+		return cmp.Compare(a.name, b.name)
 	})
+	sorted := make([]T, len(ks))
+	for i, k := range ks {
+		sorted[i] = *k.info
+	}
+	return sorted
 }

@@ -125,9 +125,9 @@ func TestSortOldest(t *testing.T) {
 		{"tie:a", at(5)},
 		{"old", at(1)},
 	}
-	sortOldest(infos, func(i info) time.Time { return i.oldest }, func(i info) string { return i.name })
+	sorted := sortOldest([][]info{infos[:3], nil, infos[3:]}, func(i info) time.Time { return i.oldest }, func(i info) string { return i.name })
 	var got []string
-	for _, i := range infos {
+	for _, i := range sorted {
 		got = append(got, i.name)
 	}
 	want := []string{"old", "readers", "tie:a", "tie:b", "new", "unknown:a", "unknown:b"}

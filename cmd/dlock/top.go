@@ -91,7 +91,11 @@ func runTop(c *cobra.Command, f *adminFlags, cfg topConfig) error {
 		return err
 	}
 	defer done()
-	w := top.NewWatcher(insp, top.Options{Pattern: cfg.pattern, Every: cfg.every, Keep: cfg.keep})
+	var src top.Source = insp
+	if locks, ok := insp.(*dl.Client); ok {
+		src = locks.NewLister() // reads whole only the locks that changed
+	}
+	w := top.NewWatcher(src, top.Options{Pattern: cfg.pattern, Every: cfg.every, Keep: cfg.keep})
 	ctx := c.Context()
 	if f.json {
 		w.Read(ctx)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/redis/go-redis/v9"
 
 	dl "github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/cmd/dlock/backend"
@@ -138,6 +139,16 @@ func TestTopJSONAndUnlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A key under the prefix that is no lock is shown as such.
+	o, err := redis.ParseURL(rurl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(o)
+	defer rdb.Close()
+	if err := rdb.RPush(ctx, "dlock:{coupon:junk}", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
 	code, out, stderr := dlock(t, "top", "--redis", rurl, "--json", "--pattern", "coupon:*")
 	if code != 0 {
 		t.Fatalf("top --json: exit %d: %s", code, stderr)
@@ -149,8 +160,25 @@ func TestTopJSONAndUnlock(t *testing.T) {
 	if len(v.Locks) != 1 || v.Locks[0].Name != "coupon:7" || v.Locks[0].Holders[0].Fence != l.Token() || v.Locks[0].TTLMS <= 0 {
 		t.Fatalf("top --json: %s", out)
 	}
+	if len(v.Foreign) != 1 || v.Foreign[0] != "coupon:junk" || v.ForeignCount != 1 {
+		t.Fatalf("top --json: foreign %q (%d), want [coupon:junk]", v.Foreign, v.ForeignCount)
+	}
 
 	addr := startTop(t, "--redis", rurl, "--every", "100ms")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if strings.Contains(string(page), "Keys that are no lock") && strings.Contains(string(page), "<code>coupon:junk</code>") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page does not show the foreign key:\n%s", page)
+		}
+	}
 	post := func(addr string, form url.Values) (int, string) {
 		req, err := http.NewRequest("POST", "http://"+addr+"/api/unlock", strings.NewReader(form.Encode()))
 		if err != nil {

@@ -1,14 +1,17 @@
 package top
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -41,6 +44,16 @@ func redisCPU(b *testing.B, rdb *redis.Client) time.Duration {
 		}
 	}
 	return time.Duration(sum * float64(time.Second))
+}
+
+// source is what the view reads c through, as dlock top does: a Lister,
+// or with DLOCK_TOP_SOURCE=list the Client's List (which reads every lock
+// whole each time: the figures before the Lister).
+func source(c *dl.Client) Source {
+	if os.Getenv("DLOCK_TOP_SOURCE") == "list" {
+		return c
+	}
+	return c.NewLister()
 }
 
 // flashSale holds DLOCK_TOP_HELD locks (default 10 000, a 10-minute lease
@@ -92,13 +105,18 @@ func flashSale(b *testing.B) (*redis.Client, *dl.Client) {
 }
 
 // One reading of the view during a flash sale: how long it takes and what
-// it costs Redis.
+// it costs Redis, after a first reading (reported on its own: it reads
+// every lock whole).
 //
 //	cd cmd/dlock && DLOCK_TOP_HELD=10000 DLOCK_TOP_WAITERS=0 go test -run '^$' -bench TopReading -benchtime 10x ./top/
 func BenchmarkTopReading(b *testing.B) {
 	rdb, c := flashSale(b)
-	w := NewWatcher(c, Options{Every: time.Second, Timeout: time.Minute})
+	w := NewWatcher(source(c), Options{Every: time.Second, Timeout: time.Minute})
 	cpu0 := redisCPU(b, rdb)
+	first := time.Now()
+	w.Read(context.Background()) // the first reading reads every lock whole
+	firstTook, firstCPU := time.Since(first), redisCPU(b, rdb)-cpu0
+	cpu0 = redisCPU(b, rdb)
 	b.ResetTimer()
 	for range b.N {
 		w.Read(context.Background())
@@ -116,36 +134,111 @@ func BenchmarkTopReading(b *testing.B) {
 		st, _ := rdb.Info(context.Background(), "commandstats").Result()
 		_ = os.WriteFile(os.Getenv("DLOCK_TOP_STATS"), []byte(st), 0o644)
 	}
+	b.ReportMetric(float64(firstTook.Milliseconds()), "first-reading-ms")
+	b.ReportMetric(float64(firstCPU.Milliseconds()), "first-redis-cpu-ms")
 	b.ReportMetric(float64(len(v.Locks)), "locks")
 	b.ReportMetric(float64(waiting), "waiters")
 	b.ReportMetric(float64((redisCPU(b, rdb)-cpu0).Milliseconds())/float64(b.N), "redis-cpu-ms/reading")
+}
+
+// TestMain runs, when DLOCK_TOP_VIEW names a Redis address, a view of it
+// instead of the tests: BenchmarkTopBeside's view, in a process of its own
+// as dlock top is.
+func TestMain(m *testing.M) {
+	if addr := os.Getenv("DLOCK_TOP_VIEW"); addr != "" {
+		os.Exit(runView(addr))
+	}
+	os.Exit(m.Run())
+}
+
+// runView reads the Redis at addr every DLOCK_TOP_EVERY_MS (default 1 s)
+// as dlock top does, says "ready" on stdout after its first reading, and
+// runs until it is killed.
+func runView(addr string) int {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	c, err := dl.New(rdb, dl.Config{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	every := time.Duration(envInt("DLOCK_TOP_EVERY_MS", 1000)) * time.Millisecond
+	w := NewWatcher(source(c), Options{Every: every, Timeout: time.Minute})
+	w.Read(context.Background())
+	if v := w.View(Filter{}, nil); !v.Reachable {
+		fmt.Fprintln(os.Stderr, v.Error)
+		return 1
+	}
+	fmt.Println("ready")
+	w.Run(context.Background())
+	return 0
+}
+
+// processCPU returns the CPU time the process pid has used (user +
+// system, from /proc).
+func processCPU(b *testing.B, pid int) time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // clock ticks of 10 ms
+}
+
+// startView starts the view of rdb's server in a process of its own (this
+// test binary, see TestMain) and returns it once it has read once; it is
+// killed at cleanup.
+func startView(b *testing.B, rdb *redis.Client) *os.Process {
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "DLOCK_TOP_VIEW="+rdb.Options().Addr)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		b.Fatalf("the view did not start: %q, %v", line, err)
+	}
+	return cmd.Process
 }
 
 // The lock service beside the view: 64 goroutines acquire and release a
 // Mutex on one of 10 000 names (the bench's many-names load, on one
 // Client) during a flash sale, in rounds of DLOCK_TOP_ROUND_MS (default
 // 3 s) with the view reading every DLOCK_TOP_EVERY_MS (default 1 s) and
-// without it, alternating; it
-// reports each side's pairs/s over all rounds and their ratio.
+// without it (its process stopped, SIGSTOP), alternating. The view is one
+// process for all rounds, as one dlock top runs through a sale, its first
+// reading before them. It reports each side's pairs/s over all rounds and
+// their ratio.
 //
 //	cd cmd/dlock && go test -run '^$' -bench TopBeside -benchtime 6x ./top/
 func BenchmarkTopBeside(b *testing.B) {
-	_, c := flashSale(b)
+	rdb, c := flashSale(b)
 	round := time.Duration(envInt("DLOCK_TOP_ROUND_MS", 3000)) * time.Millisecond
-	every := time.Duration(envInt("DLOCK_TOP_EVERY_MS", 1000)) * time.Millisecond
+	view := startView(b, rdb)
 	var pairs [2]int64
-	var spent [2]time.Duration
+	var spent, serverCPU [2]time.Duration
+	viewCPU0 := processCPU(b, view.Pid)
 	b.ResetTimer()
 	for i := range b.N {
 		viewed := i%2 == 1
-		ctx, cancel := context.WithTimeout(context.Background(), round)
+		sig := syscall.SIGSTOP
 		if viewed {
-			w := NewWatcher(c, Options{Every: every, Timeout: time.Minute})
-			go w.Run(ctx)
+			sig = syscall.SIGCONT
 		}
+		if err := view.Signal(sig); err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), round)
 		var n atomic.Int64
 		var wg sync.WaitGroup
-		start := time.Now()
+		start, cpu0 := time.Now(), redisCPU(b, rdb)
 		for range 64 {
 			wg.Go(func() {
 				for ctx.Err() == nil {
@@ -167,8 +260,13 @@ func BenchmarkTopBeside(b *testing.B) {
 		}
 		pairs[k] += n.Load()
 		spent[k] += time.Since(start)
+		serverCPU[k] += redisCPU(b, rdb) - cpu0
 	}
 	b.StopTimer()
+	_ = view.Signal(syscall.SIGCONT)
+	b.ReportMetric(serverCPU[0].Seconds()/spent[0].Seconds(), "redis-cpu-alone")
+	b.ReportMetric(serverCPU[1].Seconds()/spent[1].Seconds(), "redis-cpu-viewed")
+	b.ReportMetric((processCPU(b, view.Pid)-viewCPU0).Seconds()/spent[1].Seconds(), "view-cpu")
 	without, with := float64(pairs[0])/spent[0].Seconds(), float64(pairs[1])/spent[1].Seconds()
 	b.ReportMetric(without, "pairs/s-alone")
 	b.ReportMetric(with, "pairs/s-viewed")

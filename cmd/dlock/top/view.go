@@ -27,8 +27,12 @@ type View struct {
 	UnreachableSince *time.Time `json:"unreachable_since,omitempty"`
 	Error            string     `json:"error,omitempty"`
 	Locks            []Lock     `json:"locks"`
-	Hot              []Hot      `json:"hot"`
-	Events           []Event    `json:"events"` // newest first
+	// Foreign are names found under the prefix whose keys are of no lock
+	// shape (on Redis; at most maxForeign, ForeignCount all of them).
+	Foreign      []string `json:"foreign,omitempty"`
+	ForeignCount int      `json:"foreign_count,omitempty"`
+	Hot          []Hot    `json:"hot"`
+	Events       []Event  `json:"events"` // newest first
 	// Unlock says whether the page may force-unlock (--allow-unlock).
 	Unlock bool `json:"unlock_allowed"`
 
@@ -95,8 +99,9 @@ type Hot struct {
 
 // maxEvents bounds the events a View lists; maxHot the hottest names.
 const (
-	maxEvents = 100
-	maxHot    = 10
+	maxEvents  = 100
+	maxHot     = 10
+	maxForeign = 20
 )
 
 // View returns what the Watcher shows now, filtered by f; unlock builds
@@ -150,6 +155,13 @@ func (w *Watcher) View(f Filter, unlock func(name string) string) View {
 			l.UnlockCommand = unlock(info.Name)
 		}
 		v.Locks = append(v.Locks, l)
+	}
+	for _, name := range w.foreign {
+		if f.name(name) {
+			if v.ForeignCount++; len(v.Foreign) < maxForeign {
+				v.Foreign = append(v.Foreign, name)
+			}
+		}
 	}
 	for name, ts := range w.grants {
 		if f.name(name) {

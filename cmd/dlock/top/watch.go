@@ -11,9 +11,16 @@ import (
 )
 
 // Source is what the view reads: the held locks whose names match a glob,
-// as every backend client's List returns them.
+// as every backend client's List returns them. A Source that also has a
+// method Foreign() []string (a dlock.Lister) tells the names its last List
+// found whose keys are of no lock shape: the view shows them as such.
 type Source interface {
 	List(ctx context.Context, pattern string) ([]dl.Info, error)
+}
+
+// foreignTeller is a Source that tells the names of no lock shape.
+type foreignTeller interface {
+	Foreign() []string
 }
 
 // Options are a Watcher's settings.
@@ -38,8 +45,10 @@ type Watcher struct {
 
 	mu      sync.Mutex
 	last    []dl.Info              // the last good reading
+	foreign []string               // the names of no lock shape it found
 	readAt  time.Time              // when it was read
 	seen    map[holderKey]seen     // the holders of the last good reading
+	spare   map[holderKey]seen     // the map of the reading before, cleared: the next reading's
 	events  []Event                // oldest first, trimmed to Keep
 	open    map[holderKey]int      // the index in spans of each open hold
 	spans   []span                 // holds seen, oldest first, trimmed to Keep
@@ -63,8 +72,8 @@ type holderKey struct {
 
 // seen is what the last reading said of one holder.
 type seen struct {
-	h  dl.Holder
-	at time.Time // when the reading that saw it started
+	h  *dl.Holder // in the reading's Info
+	at time.Time  // when the reading that saw it started
 }
 
 // span is one hold as the view saw it.
@@ -140,6 +149,9 @@ func (w *Watcher) Read(ctx context.Context) {
 	} else {
 		w.down, w.lastErr = time.Time{}, ""
 		w.record(infos, started, now)
+		if f, ok := w.src.(foreignTeller); ok {
+			w.foreign = f.Foreign()
+		}
 	}
 	w.trim(now)
 	subs := make([]chan struct{}, 0, len(w.subs))
@@ -161,11 +173,15 @@ func (w *Watcher) Read(ctx context.Context) {
 // last reading started, which it read later, has passed), else it was
 // released.
 func (w *Watcher) record(infos []dl.Info, started, now time.Time) {
-	next := make(map[holderKey]seen, len(w.seen))
+	next := w.spare
+	if next == nil {
+		next = make(map[holderKey]seen, len(w.seen))
+	}
 	clear(w.firstGrant)
 	firstEvent := len(w.events)
 	for _, info := range infos {
-		for _, h := range info.Holders {
+		for j := range info.Holders {
+			h := &info.Holders[j]
 			k := holderKey{info.Name, h.ID, h.Fence}
 			next[k] = seen{h, started}
 			if _, ok := w.seen[k]; ok {
@@ -182,14 +198,14 @@ func (w *Watcher) record(infos []dl.Info, started, now time.Time) {
 				w.grants[info.Name] = append(w.grants[info.Name], at)
 			}
 			if w.readings > 1 {
-				w.events = append(w.events, Event{At: at, Name: info.Name, Kind: "granted", Holder: holderName(h), Fence: h.Fence})
+				w.events = append(w.events, Event{At: at, Name: info.Name, Kind: "granted", Holder: holderName(*h), Fence: h.Fence})
 			}
 			from := at
 			if w.readings == 1 && !h.Since.IsZero() && h.Since.Before(now) {
 				from = h.Since
 			}
 			w.open[k] = len(w.spans)
-			w.spans = append(w.spans, span{key: k, who: holderName(h), from: from, fullTTL: h.TTL})
+			w.spans = append(w.spans, span{key: k, who: holderName(*h), from: from, fullTTL: h.TTL})
 			if g := w.firstGrant[info.Name]; h.Mode != "read" && info.Shape != "semaphore" && (g.IsZero() || at.Before(g)) {
 				w.firstGrant[info.Name] = at // an exclusive grant
 			}
@@ -214,7 +230,7 @@ func (w *Watcher) record(infos []dl.Info, started, now time.Time) {
 		if g := w.firstGrant[k.name]; !g.IsZero() && g.After(w.readAt) && g.Before(end) {
 			end = g
 		}
-		w.events = append(w.events, Event{At: end, Name: k.name, Kind: kind, Holder: holderName(s.h), Fence: k.fence})
+		w.events = append(w.events, Event{At: end, Name: k.name, Kind: kind, Holder: holderName(*s.h), Fence: k.fence})
 		if i, ok := w.open[k]; ok {
 			if end.Before(w.spans[i].from) {
 				end = w.spans[i].from
@@ -225,7 +241,8 @@ func (w *Watcher) record(infos []dl.Info, started, now time.Time) {
 	}
 	// This reading's events in time order after the ones before it.
 	slices.SortStableFunc(w.events[firstEvent:], func(a, b Event) int { return a.At.Compare(b.At) })
-	w.seen, w.last, w.readAt = next, infos, now
+	clear(w.seen)
+	w.seen, w.spare, w.last, w.readAt = next, w.seen, infos, now
 }
 
 // trim forgets what is older than the history kept.
