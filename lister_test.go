@@ -187,3 +187,34 @@ func TestListerCluster(t *testing.T) {
 		}
 	}
 }
+
+func ExampleLister() {
+	rdb := exampleRedis()
+	defer rdb.Close()
+	c, err := dlock.New(rdb)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	l, err := c.Mutex("example-lister:sku:1").Acquire(ctx, dlock.Wait(3*time.Second))
+	if err != nil {
+		panic(err)
+	}
+	defer l.Unlock(ctx)
+	// A live view lists again and again: the second List only checks that
+	// sku:1 still holds the same grant, and reads its lease anew.
+	lister := c.NewLister()
+	for range 2 {
+		infos, err := lister.List(ctx, "example-lister:*")
+		if err != nil {
+			panic(err)
+		}
+		for _, i := range infos {
+			fmt.Println(i.Name, i.Shape, i.Holders[0].Fence == l.Token())
+		}
+	}
+	// Output:
+	// example-lister:sku:1 mutex true
+	// example-lister:sku:1 mutex true
+}
