@@ -94,7 +94,15 @@ func TestInspectExclusive(t *testing.T) {
 				defer cancel()
 				asked = time.Now()
 				go func() {
+					// A waiter granted holds until b is closed, so that the
+					// test sees the first hold and the second waiter
+					// behind it (released at once, the first hold could
+					// pass between two Inspects).
 					if w, err := get(b).Acquire(wctx, opts...); err == nil {
+						select {
+						case <-w.Context().Done():
+						case <-wctx.Done():
+						}
 						_ = w.Unlock(ctx)
 					}
 					done <- struct{}{}
