@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dlockgo/dlock/seam"
 )
 
 var forceUnlockScript = plain("force_unlock.lua")
@@ -68,7 +70,7 @@ func (c *Client) lockKeysOf(ctx context.Context, k lockKeys) ([]string, error) {
 		node = n
 	}
 	keys := []string{k.lock}
-	err := scanNode(ctx, node, escapeGlob(k.lock)+":*", func(key string) {
+	err := scanNode(ctx, node, seam.QuoteGlob(k.lock)+":*", func(key string) {
 		if key != k.lock+":count" && !slices.Contains(keys, key) {
 			keys = append(keys, key)
 		}

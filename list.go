@@ -67,7 +67,7 @@ func (c *Client) listing(scanned func(alone map[string]bool)) seam.Listing[Info]
 func (c *Client) scanLocks(ctx context.Context, glob string) (map[string]bool, error) {
 	var mu sync.Mutex
 	found := make(map[string]bool)
-	err := c.scanKeys(ctx, escapeGlob(c.prefix)+"{"+glob+"}*", func(key string) {
+	err := c.scanKeys(ctx, seam.QuoteGlob(c.prefix)+"{"+glob+"}*", func(key string) {
 		rest, ok := strings.CutPrefix(key, c.prefix)
 		end := strings.LastIndexByte(rest, '}')
 		if !ok || len(rest) < 3 || rest[0] != '{' || end < 2 {
@@ -116,21 +116,6 @@ func scanNode(ctx context.Context, rdb redis.Cmdable, match string, found func(s
 		}
 		cursor = next
 	}
-}
-
-// escapeGlob escapes the characters special to Redis glob patterns.
-func escapeGlob(s string) string {
-	if !strings.ContainsAny(s, `*?[]\`) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // listInspect is Inspect of many locks in one call (lua/list_inspect.lua):

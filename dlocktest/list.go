@@ -12,18 +12,6 @@ import (
 	"github.com/dlockgo/dlock/seam"
 )
 
-// globQuote escapes the glob characters of s.
-func globQuote(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
 // listed returns the names of infos in order, checking that each is held
 // and that they come oldest first.
 func listed(t *testing.T, infos []dlock.Info) []string {
@@ -87,7 +75,7 @@ func (s *suite) list(t *testing.T) {
 		unlock(t, acquire(t, ctx, c.Semaphore(base+"stock:sem", 1)))
 	}
 
-	all, err := c.List(ctx, globQuote(base)+"*")
+	all, err := c.List(ctx, seam.QuoteGlob(base)+"*")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,22 +96,22 @@ func (s *suite) list(t *testing.T) {
 		t.Errorf("the oldest listed is %s (token %d), want %sstock:1 (token %d)", all[0].Name, h.Fence, base, stock1.Token())
 	}
 
-	stocks, err := c.List(ctx, globQuote(base)+"stock:*")
+	stocks, err := c.List(ctx, seam.QuoteGlob(base)+"stock:*")
 	if got := listed(t, stocks); err != nil || !sameNames(got, matching(want, base+"stock:")) {
 		t.Errorf("List(stock:*) = %v, %v", got, err)
 	}
 	if c.Semaphore != nil {
-		infos, err := c.List(ctx, globQuote(base+"a[1]"))
+		infos, err := c.List(ctx, seam.QuoteGlob(base+"a[1]"))
 		if got := listed(t, infos); err != nil || !slices.Equal(got, []string{base + "a[1]"}) {
 			t.Errorf(`List(a\[1\]) = %v, %v; want a[1]`, got, err)
 		}
-		if infos, err := c.List(ctx, globQuote(base)+"a[1]"); err != nil || len(infos) != 0 {
+		if infos, err := c.List(ctx, seam.QuoteGlob(base)+"a[1]"); err != nil || len(infos) != 0 {
 			t.Errorf("List(a[1]) = %v, %v; want nothing (it matches a1)", listed(t, infos), err)
 		}
 	}
 
 	unlock(t, stock1)
-	stocks, err = c.List(ctx, globQuote(base)+"stock:*")
+	stocks, err = c.List(ctx, seam.QuoteGlob(base)+"stock:*")
 	if got := listed(t, stocks); err != nil || slices.Contains(got, base+"stock:1") {
 		t.Errorf("List(stock:*) after stock:1's release = %v, %v", got, err)
 	}

@@ -2,6 +2,7 @@ package seam
 
 import (
 	"fmt"
+	"strings"
 )
 
 // MatchGlob reports whether name matches pattern, a Redis glob (the semantics
@@ -114,4 +115,20 @@ func CheckPattern(pattern string) (string, error) {
 		return "*", nil
 	}
 	return pattern, nil
+}
+
+// QuoteGlob returns s with the characters special to a glob ('*', '?',
+// '[', ']', '\') escaped, so that the pattern matches s alone.
+func QuoteGlob(s string) string {
+	if !strings.ContainsAny(s, `*?[]\`) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

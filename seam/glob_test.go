@@ -126,3 +126,16 @@ func TestCheckPattern(t *testing.T) {
 		t.Errorf("CheckPattern(%d bytes) = %v, want ErrInvalidArgument", len(long)+1, err)
 	}
 }
+
+// QuoteGlob's pattern matches its string and nothing else it would match
+// unquoted.
+func TestQuoteGlob(t *testing.T) {
+	for _, s := range []string{"plain", `a*b`, `a?[1]\c`, ""} {
+		if !MatchGlob(QuoteGlob(s), s) {
+			t.Errorf("MatchGlob(QuoteGlob(%q), %q) = false", s, s)
+		}
+	}
+	if MatchGlob(QuoteGlob("a*b"), "axxb") || MatchGlob(QuoteGlob("a[1]"), "a1") {
+		t.Error("a quoted pattern matches more than its string")
+	}
+}
