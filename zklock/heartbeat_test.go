@@ -1,9 +1,11 @@
 package zklock
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/seam"
 )
 
@@ -52,5 +54,55 @@ func TestHeartbeatNeedsSync(t *testing.T) {
 	}
 	if err := l2.Unlock(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHeartbeatKeepsMany: holds granted in a burst, and one held while the
+// same client acquires and releases without pause, all live past twice the
+// session timeout. (A burst's requests were merged into one candidate
+// whose answer kept moving later than the heartbeat's first sync could
+// prove, and a stream never let it be proven: every hold was lost as
+// unreachable 5/12 of the session timeout after its grant, though nothing
+// failed.)
+func TestHeartbeatKeepsMany(t *testing.T) {
+	ctx := testCtx(t, 60*time.Second)
+	const timeout = 2 * time.Second
+	c := dial(t, timeout)
+	name := lockName(t)
+	var held []*dlock.Lease
+	for i := range 50 {
+		l, err := c.Mutex(name + ":" + strconv.Itoa(i)).Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	// A stream of acquisitions (each a request answered within the merge
+	// window, T/50, of the one before) for two session timeouts.
+	end := time.Now().Add(2 * timeout)
+	pairs := 0
+	for time.Now().Before(end) {
+		l, err := c.Mutex(name + ":stream").Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		pairs++
+	}
+	for i, l := range held {
+		if err := l.Err(); err != nil {
+			t.Fatalf("hold %d of %d lost while nothing failed (%d acquisitions streamed): %v", i, len(held), pairs, err)
+		}
+		if err := l.Verify(ctx); err != nil {
+			t.Fatalf("hold %d: %v", i, err)
+		}
+	}
+	t.Logf("%d holds kept for %v while %d acquisitions streamed", len(held), 2*timeout, pairs)
+	for _, l := range held {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -62,8 +62,9 @@ func firstSpan(t time.Duration) time.Duration { return t - t/3 - relay(t) }
 func reach(t time.Duration) time.Duration { return t - t/3 }
 
 // candidate is a request of the session whose touch may have reached the
-// leader: sent, then answered.
-type candidate struct{ sent, answered time.Time }
+// leader: sent, then answered (requests merged into one: the latest send
+// and answer, and the first answer).
+type candidate struct{ sent, first, answered time.Time }
 
 // liveness is what the client knows of its current session's life at the
 // leader. It is safe for concurrent use.
@@ -82,20 +83,21 @@ func (v *liveness) reset(sid int64) {
 }
 
 // answered records a request of session sid sent at sent and answered now.
-// Requests answered within merge of each other are one candidate (the
-// later send, the later answer: the list stays short however many grants
-// a client makes).
+// Requests answered within merge of the first of them are one candidate
+// (the later send, the later answer: the list stays short however many
+// grants a client makes, and a steady stream of requests is proven one
+// merge window at a time, never pushed back for as long as it lasts).
 func (v *liveness) answered(sid int64, sent time.Time, merge time.Duration) {
 	now := time.Now()
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.reset(sid)
-	if k := len(v.cands); k > 0 && now.Sub(v.cands[k-1].answered) < merge {
+	if k := len(v.cands); k > 0 && now.Sub(v.cands[k-1].first) < merge {
 		last := &v.cands[k-1]
 		last.sent, last.answered = maxTime(last.sent, sent), now
 		return
 	}
-	v.cands = append(v.cands, candidate{sent: sent, answered: now})
+	v.cands = append(v.cands, candidate{sent: sent, first: now, answered: now})
 }
 
 // prove records a sync of session sid sent at sent and answered: every
@@ -114,6 +116,18 @@ func (v *liveness) prove(sid int64, sent time.Time, relay time.Duration) (time.T
 	moved := base.After(v.base)
 	v.base = base
 	return base, moved
+}
+
+// provable returns when a sync sent proves the oldest candidate of session
+// sid not proven yet (a relay after it was answered); ok is false if there
+// is none.
+func (v *liveness) provable(sid int64, relay time.Duration) (at time.Time, ok bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if sid != v.sid || len(v.cands) == 0 {
+		return time.Time{}, false
+	}
+	return v.cands[0].answered.Add(relay), true
 }
 
 // latest returns when the last candidate of session sid was answered.

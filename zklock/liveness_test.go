@@ -71,3 +71,27 @@ func TestLivenessSpans(t *testing.T) {
 		t.Fatalf("relay %v, first span %v, reach %v of a %v session", relay(T), firstSpan(T), reach(T), T)
 	}
 }
+
+// TestLivenessStream: a stream of requests, each answered within the
+// merge window of the one before, is merged one window at a time: the
+// first window's candidate is provable a relay after that window, however
+// long the stream goes on.
+func TestLivenessStream(t *testing.T) {
+	var v liveness
+	const sid, merge, relay = 1, 20 * time.Millisecond, 30 * time.Millisecond
+	for t0 := time.Now(); time.Since(t0) < 10*merge; {
+		v.answered(sid, time.Now(), merge)
+		time.Sleep(merge / 10)
+	}
+	if len(v.cands) < 5 {
+		t.Fatalf("%d candidates for a stream of 10 merge windows", len(v.cands))
+	}
+	first := v.cands[0].first
+	at, ok := v.provable(sid, relay)
+	if !ok || !at.Before(first.Add(merge+relay)) {
+		t.Fatalf("the stream's first candidate is provable %v after it began (%v), want within a window and a relay", at.Sub(first), ok)
+	}
+	if base, moved := v.prove(sid, at, relay); !moved || !base.Before(first.Add(merge)) {
+		t.Fatalf("a sync sent when it is provable proved %v after the stream began (moved %v)", base.Sub(first), moved)
+	}
+}

@@ -164,11 +164,11 @@ func (c *Client) heartbeat() {
 			continue
 		case <-t.C:
 		}
-		switch ok, idle := c.beat(); {
+		switch ok, idle, next := c.beat(); {
 		case idle:
 			beating = false // until a grant wakes it
 		case ok:
-			t.Reset(every)
+			t.Reset(min(every, next))
 		default:
 			t.Reset(min(every, 100*time.Millisecond)) // try again soon
 		}
@@ -203,11 +203,15 @@ func (c *Client) connected(up bool) {
 // beat sends one heartbeat and applies its outcome to the renewed holds
 // (renew, Keeper.LoseSession); ok is false if it failed and holds are
 // waiting for it, idle true if the client holds nothing renewed (nothing
-// was sent). A beat that succeeds after one that failed is a reconnection
-// (see connected).
-func (c *Client) beat() (ok, idle bool) {
+// was sent). When an answered beat proved nothing new (every request
+// since the last proof was answered less than a relay before it was
+// sent), next is how soon a beat can prove the oldest of them: the holds
+// granted meanwhile wait for it. A beat that succeeds after one that
+// failed is a reconnection (see connected).
+func (c *Client) beat() (ok, idle bool, next time.Duration) {
+	next = c.timeout // no sooner than the heartbeat's own pace
 	if _, renewed := c.keeper.Count(); renewed == 0 {
-		return true, true
+		return true, true, next
 	}
 	sid := c.conn.SessionID()
 	if c.conn.State() != zk.StateHasSession {
@@ -216,14 +220,14 @@ func (c *Client) beat() (ok, idle bool) {
 		// settle). Try again soon.
 		c.renewFailed(sid, errNotConnected)
 		c.connected(false)
-		return false, false
+		return false, false, next
 	}
 	sent := time.Now()
 	_, err := call(c.ctx, c, func() (string, error) {
 		return c.conn.Sync("/") // answered by a follower only once its leader answered it
 	})
 	if errors.Is(err, errClosed) {
-		return true, false
+		return true, false, next
 	}
 	c.connected(err == nil)
 	now := c.conn.SessionID()
@@ -243,22 +247,27 @@ func (c *Client) beat() (ok, idle bool) {
 	}
 	switch {
 	case err == nil && sid == now:
-		c.renew(now, sent)
+		if !c.renew(now, sent) {
+			if at, ok := c.quorum.provable(now, relay(c.timeout)); ok {
+				next = max(time.Until(at), time.Millisecond)
+			}
+		}
 	case err != nil:
 		c.renewFailed(sid, err)
 	}
-	return err == nil, false
+	return err == nil, false, next
 }
 
 // renew applies a sync of session sid sent at sent and answered: the
 // holds of the session are kept until the latest send time it proves
 // plus the session timeout, at most sent + reach; a hold whose first
 // deadline is later keeps that. The sync is a candidate for the next one.
-func (c *Client) renew(sid int64, sent time.Time) {
+// It reports whether the sync proved a later send time.
+func (c *Client) renew(sid int64, sent time.Time) bool {
 	base, moved := c.quorum.prove(sid, sent, relay(c.timeout))
 	c.quorum.answered(sid, sent, c.timeout/50)
 	if !moved {
-		return
+		return false
 	}
 	ttl := min(c.timeout, sent.Sub(base)+reach(c.timeout))
 	end := base.Add(ttl - seam.Drift(ttl))
@@ -267,6 +276,7 @@ func (c *Client) renew(sid int64, sent time.Time) {
 			h.Renewed(base, ttl)
 		}
 	}
+	return true
 }
 
 // renewFailed reports a failed renewal to every hold of session sid.
