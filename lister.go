@@ -61,7 +61,7 @@ func (l *Lister) List(ctx context.Context, pattern string) ([]Info, error) {
 	list := l.c.listing(func(found map[string]bool) { alone = found })
 	list.InspectBatch = func(ctx context.Context, names []string) ([]Info, []error) {
 		// l.last and alone are only read while the batches run.
-		infos, errs := l.c.inspectAgain(ctx, names, func(name string) known {
+		infos, errs, grants := l.c.inspectAgain(ctx, names, func(name string) known {
 			if !alone[name] {
 				return known{}
 			}
@@ -73,7 +73,10 @@ func (l *Lister) List(ctx context.Context, pattern string) ([]Info, error) {
 			case errors.Is(errs[i], ErrWrongType):
 				foreign = append(foreign, n)
 			case errs[i] == nil && infos[i].Held:
-				next[n] = known{infos[i], checkable(infos[i])}
+				if grants[i] == "" {
+					grants[i] = checkable(infos[i])
+				}
+				next[n] = known{infos[i], grants[i]}
 			}
 		}
 		mu.Unlock()
@@ -107,9 +110,10 @@ var listCheck = withLibs("list_check.lua")
 // inspectAgain is inspectBatch for a Lister: a lock whose last Info says
 // it was a Mutex, Lock or FairLock held by one holder with no waiters is
 // checked (lua/list_check.lua), and if it still holds that grant its Info
-// is that one with its TTL read now; every other lock is read whole. On a
-// Cluster, and when the check fails, every lock is read whole.
-func (c *Client) inspectAgain(ctx context.Context, names []string, last func(name string) known) ([]Info, []error) {
+// is that one with its TTL read now, and grants has that grant at its
+// index; every other lock is read whole ("" in grants). On a Cluster, and
+// when the check fails, every lock is read whole.
+func (c *Client) inspectAgain(ctx context.Context, names []string, last func(name string) known) (infos []Info, errs []error, grants []string) {
 	keys, args := make([]string, 0, len(names)), make([]any, 0, len(names))
 	checked := make([]int, 0, len(names)) // the indexes of the names checked
 	was := make([]known, len(names))
@@ -120,15 +124,14 @@ func (c *Client) inspectAgain(ctx context.Context, names []string, last func(nam
 			}
 		}
 	}
-	infos, errs := make([]Info, len(names)), make([]error, len(names))
-	kept := make([]bool, len(names))
+	infos, errs, grants = make([]Info, len(names)), make([]error, len(names)), make([]string, len(names))
 	if len(checked) > 0 {
 		ttls, err := c.scripts.run(ctx, listCheck.call(keys, args...)).Int64Slice()
 		if err == nil && len(ttls) == len(checked) {
 			holders := make([]Holder, len(checked)) // one block for the batch
 			for j, i := range checked {
 				if ttl := ttls[j]; ttl >= -1 {
-					infos[i], kept[i] = was[i].info.withTTL(ttl, holders[j:j+1:j+1]), true
+					infos[i], grants[i] = was[i].info.withTTL(ttl, holders[j:j+1:j+1]), was[i].grant
 				}
 			}
 		}
@@ -136,7 +139,7 @@ func (c *Client) inspectAgain(ctx context.Context, names []string, last func(nam
 	var whole []string
 	var at []int
 	for i, name := range names {
-		if !kept[i] {
+		if grants[i] == "" {
 			whole, at = append(whole, name), append(at, i)
 		}
 	}
@@ -146,7 +149,7 @@ func (c *Client) inspectAgain(ctx context.Context, names []string, last func(nam
 			infos[i], errs[i] = wi[j], we[j]
 		}
 	}
-	return infos, errs
+	return infos, errs, grants
 }
 
 // checkable returns the grant list_check.lua compares info's lock with

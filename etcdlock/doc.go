@@ -5,7 +5,8 @@
 //
 // A Client made from a *clientv3.Client (New, with a Config) hands out a
 // Mutex, a reentrant Lock, an RWLock, a Semaphore and a MultiLock, reads
-// any lock's state with Inspect and lists the held ones with List. Each
+// any lock's state with Inspect and lists the held ones with List (for a
+// caller that lists again and again, a Lister follows etcd's changes). Each
 // holder's key in etcd is attached to the Client's session lease, which
 // one keepalive loop renews every TTL/3 (Config.TTL, default 10 s). The
 // lease TTL is the lost-lock bound: a holder is told its lock is lost

@@ -63,3 +63,47 @@ func ExampleIsOwner() {
 	// written under the lock: true
 	// written after Unlock: false
 }
+
+// A live view lists the locks every second with a Lister: it reads them
+// whole once, then follows etcd's changes.
+func ExampleLister() {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: server.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		panic(err)
+	}
+	defer cli.Close()
+	locks, err := New(cli, Config{Prefix: "example-lister/"})
+	if err != nil {
+		panic(err)
+	}
+	defer locks.Close()
+	ctx := context.Background()
+	l, err := locks.Mutex("report").Acquire(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer l.Unlock(ctx)
+	// A key under the prefix that is no lock's.
+	if _, err := cli.Put(ctx, "example-lister/notes", "x"); err != nil {
+		panic(err)
+	}
+	defer cli.Delete(ctx, "example-lister/notes")
+
+	lister := locks.NewLister()
+	defer lister.Close()
+	for range 2 { // as a view refreshes
+		infos, err := lister.List(ctx, "*")
+		if err != nil {
+			panic(err)
+		}
+		for _, info := range infos {
+			fmt.Println(info.Name, info.Shape, "held by", len(info.Holders))
+		}
+		fmt.Println("foreign:", lister.Foreign())
+	}
+	// Output:
+	// report mutex held by 1
+	// foreign: [notes]
+	// report mutex held by 1
+	// foreign: [notes]
+}

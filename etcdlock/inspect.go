@@ -2,7 +2,9 @@ package etcdlock
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -67,23 +69,58 @@ func (c *Client) Inspect(ctx context.Context, name string) (dlock.Info, error) {
 	if err != nil {
 		return info, seam.StoreErr(ctx, "inspect", "", name, err)
 	}
-	var kvs []*mvccpb.KeyValue
+	k := lockKeys{dirs: make([][]*mvccpb.KeyValue, len(inspected))}
 	for i, r := range resp.Responses[:len(inspected)] {
-		if kvs = r.GetResponseRange().GetKvs(); len(kvs) > 0 {
-			info.Shape = inspected[i]
-			break
+		k.dirs[i] = r.GetResponseRange().GetKvs()
+	}
+	if kvs := resp.Responses[len(inspected)].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		k.permits = kvs[0]
+	}
+	var kvs []*mvccpb.KeyValue
+	info.Shape, kvs = k.shape()
+	ttls, err := c.leaseTTLs(ctx, leasesOf(nil, kvs), 1)
+	if err != nil {
+		return info, seam.StoreErr(ctx, "inspect", info.Shape, name, err)
+	}
+	return c.lockInfo(name, k, ttls), nil
+}
+
+// lockKeys are the keys of one lock as Inspect reads them: those of each
+// shape's directory (in the order of inspected), oldest first (by create
+// revision), and a Semaphore's count key (nil: none).
+type lockKeys struct {
+	dirs    [][]*mvccpb.KeyValue
+	permits *mvccpb.KeyValue
+}
+
+// shape returns the shape Inspect reports of k's lock ("" none) and the
+// keys of that shape.
+func (k lockKeys) shape() (string, []*mvccpb.KeyValue) {
+	for i, kvs := range k.dirs {
+		if len(kvs) > 0 {
+			return inspected[i], kvs
 		}
 	}
-	permits, _, counted := storedCount(resp.Responses[len(inspected)])
-	if info.Shape == "" && counted { // a free semaphore: its count stays
-		info.Shape = "semaphore"
+	if k.permits != nil { // a free semaphore: its count stays
+		return "semaphore", nil
 	}
+	return "", nil
+}
+
+// lockInfo returns the Info of the lock called name whose keys are k (see
+// Inspect), where ttls holds the remaining TTL of every lease of the keys
+// of its shape (k.shape).
+func (c *Client) lockInfo(name string, k lockKeys, ttls map[int64]time.Duration) dlock.Info {
+	info := dlock.Info{Name: name, TTL: -1}
+	var kvs []*mvccpb.KeyValue
+	info.Shape, kvs = k.shape()
 	var held, waiting []*mvccpb.KeyValue
 	var modes map[*mvccpb.KeyValue]string
 	switch info.Shape {
 	case "mutex", "lock":
 		held, waiting = kvs[:1], kvs[1:]
 	case "semaphore":
+		permits, _, counted := countOf(k.permits)
 		info.Permits = permits
 		if !counted { // keys of a version that kept no count
 			info.Permits = parseValue(string(kvs[0].Value)).permits
@@ -92,10 +129,6 @@ func (c *Client) Inspect(ctx context.Context, name string) (dlock.Info, error) {
 		held, waiting = kvs[:n], kvs[n:]
 	case "rw":
 		held, waiting, modes = c.rwState(name, kvs)
-	}
-	ttls, err := c.leaseTTLs(ctx, kvs)
-	if err != nil {
-		return info, seam.StoreErr(ctx, "inspect", info.Shape, name, err)
 	}
 	for _, kv := range held {
 		v := parseValue(string(kv.Value))
@@ -116,7 +149,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (dlock.Info, error) {
 		}
 		info.Queue = append(info.Queue, w)
 	}
-	return info, nil
+	return info
 }
 
 // rwState splits an RWLock's keys (oldest first) into holders and waiters
@@ -176,24 +209,73 @@ func allEqual(ss []string, s string) bool {
 	return true
 }
 
-// leaseTTLs returns the remaining TTL of every lease kvs are attached to.
-func (c *Client) leaseTTLs(ctx context.Context, kvs []*mvccpb.KeyValue) (map[int64]time.Duration, error) {
-	ttls := make(map[int64]time.Duration)
+// leasesOf appends to leases those of kvs that are not in it yet (0, no
+// lease, is left out).
+func leasesOf(leases []int64, kvs []*mvccpb.KeyValue) []int64 {
 	for _, kv := range kvs {
-		if _, ok := ttls[kv.Lease]; ok || kv.Lease == 0 {
-			continue
+		if kv.Lease != 0 && !slices.Contains(leases, kv.Lease) {
+			leases = append(leases, kv.Lease)
 		}
-		r, err := c.cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
-		if err != nil {
-			return nil, err
+	}
+	return leases
+}
+
+// leaseTTLs returns the remaining TTL of each of leases (distinct), read
+// with up to workers LeaseTimeToLive calls at once; the first error ends
+// the reads and is returned.
+func (c *Client) leaseTTLs(ctx context.Context, leases []int64, workers int) (map[int64]time.Duration, error) {
+	ttls := make(map[int64]time.Duration, len(leases))
+	if len(leases) == 0 {
+		return ttls, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		first error
+		read  int // the leases read
+		wg    sync.WaitGroup
+	)
+	todo := make(chan int64)
+	for range min(max(workers, 1), len(leases)) {
+		wg.Go(func() {
+			for id := range todo {
+				r, err := c.cli.TimeToLive(ctx, clientv3.LeaseID(id))
+				mu.Lock()
+				switch {
+				case err != nil && first == nil:
+					first = err
+					cancel()
+				case err == nil:
+					// etcd answers whole seconds, rounded down: the lease
+					// ends within TTL + 1 s (and within the TTL it was
+					// granted).
+					ttl := time.Duration(0)
+					if r.TTL >= 0 {
+						ttl = time.Duration(min(r.TTL+1, max(r.GrantedTTL, r.TTL))) * time.Second
+					}
+					ttls[id] = ttl
+					read++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+feed:
+	for _, id := range leases {
+		select {
+		case todo <- id:
+		case <-ctx.Done():
+			break feed
 		}
-		// etcd answers whole seconds, rounded down: the lease ends within
-		// TTL + 1 s (and within the TTL it was granted).
-		ttl := time.Duration(0)
-		if r.TTL >= 0 {
-			ttl = time.Duration(min(r.TTL+1, max(r.GrantedTTL, r.TTL))) * time.Second
-		}
-		ttls[kv.Lease] = ttl
+	}
+	close(todo)
+	wg.Wait()
+	switch {
+	case first != nil:
+		return nil, first
+	case read < len(leases): // ctx ended before every lease was read
+		return nil, context.Cause(ctx)
 	}
 	return ttls, nil
 }

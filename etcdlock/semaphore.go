@@ -8,6 +8,7 @@ import (
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/seam"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -163,11 +164,20 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...dlock.Option) (*dlock.L
 // count key: ok is false when there is none; raw is the value as stored
 // (n is 0 if it is not a number).
 func storedCount(r *etcdserverpb.ResponseOp) (n int, raw string, ok bool) {
-	kvs := r.GetResponseRange().GetKvs()
-	if len(kvs) == 0 {
+	var kv *mvccpb.KeyValue
+	if kvs := r.GetResponseRange().GetKvs(); len(kvs) > 0 {
+		kv = kvs[0]
+	}
+	return countOf(kv)
+}
+
+// countOf reads a semaphore's count from its count key kv (nil: none), as
+// storedCount does.
+func countOf(kv *mvccpb.KeyValue) (n int, raw string, ok bool) {
+	if kv == nil {
 		return 0, "", false
 	}
-	raw = string(kvs[0].Value)
+	raw = string(kv.Value)
 	n, _ = strconv.Atoi(raw)
 	return n, raw, true
 }

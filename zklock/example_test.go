@@ -104,3 +104,35 @@ func ExampleClient_Inspect() {
 	}
 	fmt.Println(len(info.Queue), "waiting")
 }
+
+// A live view of the held locks, as dlock top shows it: a Lister lists
+// again and again, reading again only the locks that changed, and says
+// what under the root is no lock.
+func ExampleLister() {
+	ctx := context.Background()
+	c, err := zklock.Dial(ctx, "127.0.0.1:2181")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	l := c.NewLister()
+	defer l.Close()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for range 3 {
+		lctx, cancel := context.WithTimeout(ctx, time.Second)
+		infos, err := l.List(lctx, "orders/*")
+		cancel()
+		if err != nil { // ZooKeeper unreachable: nothing is shown as fresh
+			log.Print(err)
+		} else {
+			for _, info := range infos {
+				fmt.Println(info.Name, len(info.Holders), "holders,", len(info.Queue), "waiting")
+			}
+			if f := l.Foreign(); len(f) > 0 {
+				fmt.Println("not locks:", f)
+			}
+		}
+		<-tick.C
+	}
+}

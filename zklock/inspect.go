@@ -3,6 +3,7 @@ package zklock
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 
 	"github.com/go-zookeeper/zk"
@@ -49,31 +50,59 @@ var _ interface {
 // A Semaphore is a lock of its own on ZooKeeper: when the name has nodes of
 // both families, Inspect reports the Mutex/Lock/RWLock/MultiLock one.
 func (c *Client) Inspect(ctx context.Context, name string) (dlock.Info, error) {
-	info := dlock.Info{Name: name, TTL: -1}
+	info, _, err := c.inspect(ctx, name, c.children)
+	return info, err
+}
+
+// listDir lists a directory for inspect: its children and its Stat, or an
+// error wrapping zk.ErrNoNode when it is missing. Client.Inspect's lists
+// plainly (children); a Lister's leaves a watch on what it lists.
+type listDir func(ctx context.Context, path string) ([]string, *zk.Stat, error)
+
+// children is the listDir of Client.Inspect: one listing, no watch.
+func (c *Client) children(ctx context.Context, path string) ([]string, *zk.Stat, error) {
+	type dirList struct {
+		names []string
+		st    *zk.Stat
+	}
+	l, err := call(ctx, c, func() (dirList, error) {
+		ch, st, err := c.conn.Children(path)
+		return dirList{ch, st}, err
+	})
+	return l.names, l.st, err
+}
+
+// inspect is Inspect listing each directory it reads (a lock directory,
+// a Semaphore's count) with list; strays are the children of the lock
+// directories it read that are no node of a lock, as paths under the root
+// ("lock/<escaped name>/<child>").
+func (c *Client) inspect(ctx context.Context, name string, list listDir) (info dlock.Info, strays []string, err error) {
+	info = dlock.Info{Name: name, TTL: -1}
 	if err := seam.CheckContext(ctx); err != nil {
-		return info, seam.Wrap("inspect", "", name, err)
+		return info, nil, seam.Wrap("inspect", "", name, err)
 	}
 	if err := seam.CheckName(name); err != nil {
-		return info, seam.Wrap("inspect", "", name, err)
+		return info, nil, seam.Wrap("inspect", "", name, err)
 	}
 	if c.closed() {
-		return info, seam.Wrap("inspect", "", name, dlock.ErrClosed)
+		return info, nil, seam.Wrap("inspect", "", name, dlock.ErrClosed)
 	}
 	var last int64
 	for _, family := range []string{familyLock, familySemaphore} {
-		d, err := c.readDir(ctx, c.dir(family, name))
+		d, err := c.readDir(ctx, c.dir(family, name), list)
 		if err != nil {
 			if errors.Is(err, errClosed) {
 				err = dlock.ErrClosed
 			}
-			return info, seam.StoreErr(ctx, "inspect", "", name, err)
+			return info, nil, seam.StoreErr(ctx, "inspect", "", name, err)
 		}
+		strays = append(strays, d.strays...)
 		if family == familySemaphore {
-			if info.Permits, err = c.storedPermits(ctx, name); err != nil {
+			if info.Permits, err = c.storedPermits(ctx, name, list); err != nil {
 				if errors.Is(err, errClosed) {
 					err = dlock.ErrClosed
 				}
-				return info, seam.StoreErr(ctx, "inspect", "", name, err)
+				return info, nil, seam.StoreErr(ctx, "inspect", "", name, err)
 			}
 		}
 		if len(d.nodes) == 0 {
@@ -81,19 +110,20 @@ func (c *Client) Inspect(ctx context.Context, name string) (dlock.Info, error) {
 			continue
 		}
 		d.describe(&info)
-		return info, nil
+		return info, strays, nil
 	}
 	info.LastFence = last
 	if info.Permits > 0 { // a free semaphore: its count stays
 		info.Shape = "semaphore"
 	}
-	return info, nil
+	return info, strays, nil
 }
 
 // listed is a lock directory as Inspect read it.
 type listed struct {
-	mzxid int64
-	nodes []listedNode // in line
+	mzxid  int64
+	nodes  []listedNode // in line
+	strays []string     // its children that are no node (see inspect)
 }
 
 type listedNode struct {
@@ -102,24 +132,18 @@ type listedNode struct {
 	st   *zk.Stat
 }
 
-// readDir lists dir and reads its nodes (up to 32 reads in flight).
-func (c *Client) readDir(ctx context.Context, dir string) (listed, error) {
-	type dirList struct {
-		names []string
-		st    *zk.Stat
-	}
-	l, err := call(ctx, c, func() (dirList, error) {
-		ch, st, err := c.conn.Children(dir)
-		return dirList{ch, st}, err
-	})
+// readDir lists dir with list and reads its nodes (up to 32 reads in
+// flight).
+func (c *Client) readDir(ctx context.Context, dir string, list listDir) (listed, error) {
+	names, st, err := list(ctx, dir)
 	if errors.Is(err, zk.ErrNoNode) {
 		return listed{}, nil
 	}
 	if err != nil {
 		return listed{}, err
 	}
-	d := listed{mzxid: l.st.Mzxid}
-	q := queue(l.names)
+	d := listed{mzxid: st.Mzxid, strays: c.strays(dir, names)}
+	q := queue(names)
 	nodes := make([]listedNode, len(q))
 	errs := make([]error, len(q))
 	var wg sync.WaitGroup
@@ -225,4 +249,18 @@ func mode(n listedNode) string {
 		return "write"
 	}
 	return ""
+}
+
+// strays returns the children of dir, a lock directory, that are no node
+// of a lock (queue leaves them out), as paths under the root; a
+// Semaphore's directory may have SetPermits' wakeNode for an instant.
+func (c *Client) strays(dir string, children []string) []string {
+	var out []string
+	for _, ch := range children {
+		if _, ok := parseMember(ch); ok || (ch == wakeNode && strings.HasPrefix(dir, c.root+"/"+familySemaphore+"/")) {
+			continue
+		}
+		out = append(out, dir[len(c.root)+1:]+"/"+ch)
+	}
+	return out
 }

@@ -31,7 +31,9 @@ const listWorkers = 16
 // directory left empty, only waited for, a free Semaphore whose count is
 // kept, freed while List runs); a lock acquired after the listings is
 // missed. A lock's directory stays after its last release: List reads
-// every matching name ever used under the root, held or not. A pattern longer than seam.MaxNameLen returns
+// every matching name ever used under the root, held or not (a Lister,
+// for a caller that lists again and again, reads only what changed). A
+// pattern longer than seam.MaxNameLen returns
 // dlock.ErrInvalidArgument. On a ZooKeeper error List returns it and no
 // Info; on a closed Client, dlock.ErrClosed.
 func (c *Client) List(ctx context.Context, pattern string) ([]dlock.Info, error) {

@@ -288,9 +288,9 @@ func (c *Client) setPermits(ctx context.Context, name string, n int) error {
 }
 
 // storedPermits returns the count ZooKeeper keeps for the semaphore
-// name (0: none), for Inspect.
-func (c *Client) storedPermits(ctx context.Context, name string) (int, error) {
-	children, _, err := c.readCount(ctx, name)
+// name (0: none), for Inspect, listing its count node with list.
+func (c *Client) storedPermits(ctx context.Context, name string, list listDir) (int, error) {
+	children, _, err := list(ctx, c.permitsPath(name))
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return 0, err
 	}

@@ -12,6 +12,7 @@ require (
 	github.com/dlockgo/dlock/fence v0.1.0
 	github.com/dlockgo/dlock/internal/pgtest v0.1.0
 	github.com/dlockgo/dlock/zklock v0.1.0
+	github.com/go-zookeeper/zk v1.0.4
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
@@ -45,7 +46,6 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chromedp/chromedp v0.23.1
 	github.com/dustin/go-humanize v1.1.0 // indirect
-	github.com/go-zookeeper/zk v1.0.4 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/mux v1.8.1 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect

@@ -91,9 +91,18 @@ func runTop(c *cobra.Command, f *adminFlags, cfg topConfig) error {
 		return err
 	}
 	defer done()
-	var src top.Source = insp
-	if locks, ok := insp.(*dl.Client); ok {
-		src = locks.NewLister() // reads whole only the locks that changed
+	// A Lister reads again only what changed: on Redis the locks whose
+	// grant changed, on etcd and ZooKeeper what their watches reported.
+	var src top.Source
+	switch c := insp.(type) {
+	case *dl.Client:
+		src = c.NewLister()
+	case backend.Client:
+		l := c.NewLister()
+		defer l.Close()
+		src = l
+	default:
+		src = insp
 	}
 	w := top.NewWatcher(src, top.Options{Pattern: cfg.pattern, Every: cfg.every, Keep: cfg.keep})
 	ctx := c.Context()

@@ -7,17 +7,23 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/go-zookeeper/zk"
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	dl "github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/cmd/dlock/backend"
 	"github.com/dlockgo/dlock/cmd/dlock/top"
+	"github.com/dlockgo/dlock/etcdlock"
+	"github.com/dlockgo/dlock/zklock"
 )
 
 // getView reads /api/locks of the page at addr with query q.
@@ -55,14 +61,25 @@ func TestTopOnEveryBackend(t *testing.T) {
 			}
 			defer l.Unlock(ctx)
 			wctx, stop := context.WithCancel(ctx)
-			waited := make(chan error, 1)
-			go func() { _, err := c.Mutex("stock:1").Acquire(wctx); waited <- err }()
-			defer func() { stop(); <-waited }()
+			type granted struct {
+				l   *dl.Lease
+				err error
+			}
+			waited := make(chan granted, 1)
+			go func() { l, err := c.Mutex("stock:1").Acquire(wctx); waited <- granted{l, err} }()
+			defer func() {
+				stop()
+				if g := <-waited; g.l != nil {
+					_ = g.l.Unlock(ctx)
+				}
+			}()
 			s, err := semaphore("pool", 3).Acquire(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer s.Unlock(ctx)
+
+			junk := putForeign(t, b)
 
 			addr := startTop(t, append(flags, "--every", "100ms")...)
 			var v top.View
@@ -70,6 +87,9 @@ func TestTopOnEveryBackend(t *testing.T) {
 				v = getView(t, addr, "")
 				return len(v.Locks) == 2 && lockOf(v, "stock:1") != nil && len(lockOf(v, "stock:1").Waiters) == 1
 			})
+			if !slices.Contains(v.Foreign, junk) {
+				t.Errorf("foreign %q: want %q among them", v.Foreign, junk)
+			}
 			if !v.Reachable || v.Backend != kind {
 				t.Errorf("reachable %v backend %q", v.Reachable, v.Backend)
 			}
@@ -117,7 +137,63 @@ func TestTopOnEveryBackend(t *testing.T) {
 			if err := l.Verify(ctx); err != nil {
 				t.Errorf("the lock after the view: %v", err)
 			}
+			// A hand-on shows within 2 s: the waiter holds, nobody waits.
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			g := <-waited
+			if g.err != nil {
+				t.Fatalf("the waiter: %v", g.err)
+			}
+			waited <- g // unlocked at the end
+			handedOn := time.Now()
+			want := strconv.FormatInt(g.l.Token(), 10)
+			poll[bool](t, bctx, "the hand-on to token "+want+" shown within 2 s",
+				`(r => !!r && !r.querySelector("li.waiter") && r.querySelector("li.holder").dataset.fence === `+strconv.Quote(want)+`)(`+row+`)`,
+				2*time.Second)
+			t.Logf("the hand-on shown %v after the release", time.Since(handedOn).Round(time.Millisecond))
 		})
+	}
+}
+
+// putForeign writes under b's default prefix something that is no lock
+// and returns how the view names it: a lock name whose key is a list on
+// Redis, a key under the prefix on etcd, a node under the root on
+// ZooKeeper.
+func putForeign(t *testing.T, b *backend.Backend) string {
+	t.Helper()
+	ctx := context.Background()
+	switch b.Kind {
+	case backend.Redis:
+		rdb, err := b.RedisClient()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rdb.Close()
+		if err := rdb.RPush(ctx, "dlock:{coupon:junk}", "x").Err(); err != nil {
+			t.Fatal(err)
+		}
+		return "coupon:junk"
+	case backend.Etcd:
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{b.Addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Close()
+		if _, err := cli.Put(ctx, etcdlock.DefaultPrefix+"junk", "x"); err != nil {
+			t.Fatal(err)
+		}
+		return "junk"
+	default:
+		conn, _, err := zk.Connect([]string{b.Addr}, 5*time.Second, zk.WithLogInfo(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.Create(zklock.DefaultPrefix+"/junk", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+		return "junk"
 	}
 }
 

@@ -74,6 +74,11 @@ type Client interface {
 	// SCAN on Redis, a keys-only read on etcd, the family directories'
 	// children on ZooKeeper).
 	List(ctx context.Context, pattern string) ([]dlock.Info, error)
+	// NewLister returns a Lister of the client's locks, for a caller that
+	// lists again and again (a live view): it reads again only what
+	// changed (dlock.Lister on Redis, kept current by a watch on etcd and
+	// by watches on ZooKeeper).
+	NewLister() Lister
 	// Session is how long the service keeps this client's renewed locks
 	// past its last sign of life, as the client holds them: the watchdog
 	// timeout on Redis, the session lease's TTL on etcd (in whole seconds
@@ -82,6 +87,17 @@ type Client interface {
 	Session() time.Duration
 	// Close releases what the client still holds (reported lost to its
 	// holders) and closes its connections.
+	Close() error
+}
+
+// Lister is List again and again: each List returns what Client.List
+// returns.
+type Lister interface {
+	List(ctx context.Context, pattern string) ([]dlock.Info, error)
+	// Foreign returns what the last List found under the prefix that is no
+	// lock (lock names on Redis, keys or nodes under the prefix elsewhere).
+	Foreign() []string
+	// Close ends the Lister (its watches); a List after it fails.
 	Close() error
 }
 

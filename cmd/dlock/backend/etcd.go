@@ -99,6 +99,8 @@ func (e *etcdClient) List(ctx context.Context, pattern string) ([]dlock.Info, er
 	return e.c.List(ctx, pattern)
 }
 
+func (e *etcdClient) NewLister() Lister { return e.c.NewLister() }
+
 // Session is the TTL in whole seconds, rounded up as etcd counts it.
 func (e *etcdClient) Session() time.Duration {
 	return (e.c.TTL() + time.Second - 1).Truncate(time.Second)

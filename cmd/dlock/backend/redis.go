@@ -194,4 +194,11 @@ func (c *redisClient) List(ctx context.Context, pattern string) ([]dlock.Info, e
 	return c.locks.List(ctx, pattern)
 }
 
+func (c *redisClient) NewLister() Lister { return redisLister{c.locks.NewLister()} }
+
+// redisLister is a dlock.Lister, which holds nothing to end.
+type redisLister struct{ *dlock.Lister }
+
+func (redisLister) Close() error { return nil }
+
 func (c *redisClient) Close() error { return errors.Join(c.locks.Close(), c.rdb.Close()) }

@@ -73,6 +73,8 @@ func (z zkClient) Inspect(ctx context.Context, name string) (dlock.Info, error) 
 	return z.c.Inspect(ctx, name)
 }
 
+func (z zkClient) NewLister() Lister { return z.c.NewLister() }
+
 func (z zkClient) List(ctx context.Context, pattern string) ([]dlock.Info, error) {
 	return z.c.List(ctx, pattern)
 }

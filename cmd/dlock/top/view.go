@@ -27,8 +27,9 @@ type View struct {
 	UnreachableSince *time.Time `json:"unreachable_since,omitempty"`
 	Error            string     `json:"error,omitempty"`
 	Locks            []Lock     `json:"locks"`
-	// Foreign are names found under the prefix whose keys are of no lock
-	// shape (on Redis; at most maxForeign, ForeignCount all of them).
+	// Foreign is what was found under the prefix that is no lock: names
+	// whose keys are of no lock shape on Redis, keys on etcd, nodes on
+	// ZooKeeper (at most maxForeign, ForeignCount all of them).
 	Foreign      []string `json:"foreign,omitempty"`
 	ForeignCount int      `json:"foreign_count,omitempty"`
 	Hot          []Hot    `json:"hot"`

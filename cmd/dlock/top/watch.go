@@ -12,13 +12,15 @@ import (
 
 // Source is what the view reads: the held locks whose names match a glob,
 // as every backend client's List returns them. A Source that also has a
-// method Foreign() []string (a dlock.Lister) tells the names its last List
-// found whose keys are of no lock shape: the view shows them as such.
+// method Foreign() []string (dlock.Lister and every backend's Lister)
+// tells what its last List found under the prefix that is no lock (on
+// Redis names whose keys are of no lock shape, on etcd keys, on ZooKeeper
+// nodes): the view shows them as such.
 type Source interface {
 	List(ctx context.Context, pattern string) ([]dl.Info, error)
 }
 
-// foreignTeller is a Source that tells the names of no lock shape.
+// foreignTeller is a Source that tells what is no lock.
 type foreignTeller interface {
 	Foreign() []string
 }
@@ -45,7 +47,7 @@ type Watcher struct {
 
 	mu      sync.Mutex
 	last    []dl.Info              // the last good reading
-	foreign []string               // the names of no lock shape it found
+	foreign []string               // what it found that is no lock
 	readAt  time.Time              // when it was read
 	seen    map[holderKey]seen     // the holders of the last good reading
 	spare   map[holderKey]seen     // the map of the reading before, cleared: the next reading's
