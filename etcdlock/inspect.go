@@ -2,7 +2,6 @@ package etcdlock
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -78,7 +77,9 @@ func (c *Client) Inspect(ctx context.Context, name string) (dlock.Info, error) {
 	}
 	var kvs []*mvccpb.KeyValue
 	info.Shape, kvs = k.shape()
-	ttls, err := c.leaseTTLs(ctx, leasesOf(nil, kvs), 1)
+	var leases leaseSet
+	leases.add(kvs)
+	ttls, err := c.leaseTTLs(ctx, leases.ids, 1)
 	if err != nil {
 		return info, seam.StoreErr(ctx, "inspect", info.Shape, name, err)
 	}
@@ -209,15 +210,23 @@ func allEqual(ss []string, s string) bool {
 	return true
 }
 
-// leasesOf appends to leases those of kvs that are not in it yet (0, no
-// lease, is left out).
-func leasesOf(leases []int64, kvs []*mvccpb.KeyValue) []int64 {
+// leaseSet gathers the distinct leases of keys (0, no lease, left out).
+type leaseSet struct {
+	seen map[int64]bool
+	ids  []int64
+}
+
+// add adds the leases of kvs not in s yet.
+func (s *leaseSet) add(kvs []*mvccpb.KeyValue) {
 	for _, kv := range kvs {
-		if kv.Lease != 0 && !slices.Contains(leases, kv.Lease) {
-			leases = append(leases, kv.Lease)
+		if kv.Lease != 0 && !s.seen[kv.Lease] {
+			if s.seen == nil {
+				s.seen = make(map[int64]bool)
+			}
+			s.seen[kv.Lease] = true
+			s.ids = append(s.ids, kv.Lease)
 		}
 	}
-	return leases
 }
 
 // leaseTTLs returns the remaining TTL of each of leases (distinct), read

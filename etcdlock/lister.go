@@ -111,18 +111,12 @@ func (l *Lister) List(ctx context.Context, pattern string) ([]dlock.Info, error)
 		},
 		InspectBatch: func(ctx context.Context, names []string) ([]dlock.Info, []error) {
 			infos, errs := make([]dlock.Info, len(names)), make([]error, len(names))
-			seen := make(map[int64]bool)
-			var leases []int64
+			var leases leaseSet
 			for _, name := range names {
 				_, kvs := keys[name].shape()
-				for _, kv := range kvs {
-					if kv.Lease != 0 && !seen[kv.Lease] {
-						seen[kv.Lease] = true
-						leases = append(leases, kv.Lease)
-					}
-				}
+				leases.add(kvs)
 			}
-			ttls, err := l.c.leaseTTLs(ctx, leases, listWorkers)
+			ttls, err := l.c.leaseTTLs(ctx, leases.ids, listWorkers)
 			if err != nil {
 				err = seam.StoreErr(ctx, "list", "", glob, err)
 				for i := range errs {

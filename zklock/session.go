@@ -209,7 +209,7 @@ func (c *Client) connected(up bool) {
 // granted meanwhile wait for it. A beat that succeeds after one that
 // failed is a reconnection (see connected).
 func (c *Client) beat() (ok, idle bool, next time.Duration) {
-	next = c.timeout // no sooner than the heartbeat's own pace
+	next = c.timeout // none sooner than the heartbeat's own pace
 	if _, renewed := c.keeper.Count(); renewed == 0 {
 		return true, true, next
 	}

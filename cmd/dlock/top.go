@@ -93,7 +93,7 @@ func runTop(c *cobra.Command, f *adminFlags, cfg topConfig) error {
 	defer done()
 	// A Lister reads again only what changed: on Redis the locks whose
 	// grant changed, on etcd and ZooKeeper what their watches reported.
-	var src top.Source
+	var src top.Source = insp
 	switch c := insp.(type) {
 	case *dl.Client:
 		src = c.NewLister()
@@ -101,8 +101,6 @@ func runTop(c *cobra.Command, f *adminFlags, cfg topConfig) error {
 		l := c.NewLister()
 		defer l.Close()
 		src = l
-	default:
-		src = insp
 	}
 	w := top.NewWatcher(src, top.Options{Pattern: cfg.pattern, Every: cfg.every, Keep: cfg.keep})
 	ctx := c.Context()
