@@ -480,47 +480,13 @@ func (q *acquisition) undoLate(ctx context.Context) {
 	})
 }
 
-// workerIdle is how long a worker goroutine (runBeside) waits for another
-// attempt before it exits.
-const workerIdle = time.Second
-
-// runBeside runs f on an idle worker goroutine of the Client, or on a new
-// one: the attempts that must not block their caller (tryGrant) reuse a
-// few goroutines, whose stacks have grown already, instead of starting one
-// each. Close waits for the workers.
+// runBeside runs f on a worker goroutine of the Client (reused: the
+// attempts that must not block their caller run on stacks that have grown
+// already), or on the caller's once the Client is closed. Close waits for
+// the workers.
 func (c *Client) runBeside(f func()) {
-	select {
-	case c.idle <- f:
-		return
-	default:
-	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if !c.workers.Go(f) {
 		f()
-		return
-	}
-	c.retries.Add(1)
-	c.mu.Unlock()
-	go c.work(f)
-}
-
-// work runs f, then the attempts handed to it, until it has been idle for
-// workerIdle or the Client closes.
-func (c *Client) work(f func()) {
-	defer c.retries.Done()
-	t := time.NewTimer(workerIdle)
-	defer t.Stop()
-	for {
-		f()
-		t.Reset(workerIdle)
-		select {
-		case f = <-c.idle:
-		case <-t.C:
-			return
-		case <-c.bg.Done():
-			return
-		}
 	}
 }
 

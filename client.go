@@ -101,7 +101,6 @@ type Client struct {
 	// on a silent server before the client gives up by itself.
 	bounded bool
 	hung    time.Duration
-	idle    chan func() // attempts handed to an idle worker (see runBeside)
 
 	// Script arguments every lock of this Client passes, boxed once.
 	argClient, argCheck any
@@ -123,8 +122,9 @@ type Client struct {
 
 	bg       context.Context // cancelled by Close: waiters end, background retries stop
 	stopBg   context.CancelFunc
-	retries  tasks.Group // goroutines Close waits for: background retries (leaving a queue), attempt workers, a RedLock's node calls
-	acquires tasks.Group // Acquire calls in progress
+	retries  tasks.Group   // goroutines Close waits for: background retries (leaving a queue), a RedLock's node calls
+	workers  tasks.Workers // the attempts that run beside their caller (see runBeside)
+	acquires tasks.Group   // Acquire calls in progress
 }
 
 // New returns a Client on rdb, configured by cfg (at most one Config;
@@ -180,7 +180,6 @@ func New(rdb redis.UniversalClient, cfg ...Config) (*Client, error) {
 	}
 	c.keeper = seam.NewKeeper[*attempt](c.observer, c.logger)
 	c.bounded, c.hung = callBound(rdb)
-	c.idle = make(chan func())
 	c.bg, c.stopBg = context.WithCancel(context.Background())
 	c.scripts = &scripter{rdb: rdb}
 	if !c.bounded {
@@ -230,6 +229,7 @@ func (c *Client) Close() error {
 	err := c.sub.wait(ctx)
 	c.wd.wait(ctx)
 	c.acquires.Wait(ctx)
+	c.workers.Close(ctx)
 	c.retries.Wait(ctx)
 	if err != nil {
 		return seam.WrapCall("close client", err)

@@ -133,7 +133,7 @@ func (c *Client) acquire(ctx context.Context, sh shape, opts []dlock.Option) (l 
 	wctx, cancel := context.WithCancel(a.wctx)
 	defer cancel()
 	defer context.AfterFunc(c.bg, cancel)()
-	a.wctx = wctx
+	a.wctx = untimed(wctx)
 	if sh.hold != nil {
 		a.owner = seam.OwnerOf(ctx)
 		a.hold = sh.hold(a.owner)

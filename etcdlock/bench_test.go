@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/internal/deadlinebench"
 	"github.com/dlockgo/dlock/internal/etcdproc"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -361,4 +363,27 @@ func BenchmarkHotKey64(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkAcquireDeadline: what a ctx deadline costs an Acquire of every
+// shape (deadlinebench.Run: one goroutine, pairs alternating with and
+// without a 5 s deadline), a fresh name per pair, on the tests' etcd
+// member.
+//
+//	go test -run '^$' -bench AcquireDeadline -count 3 ./etcdlock
+func BenchmarkAcquireDeadline(b *testing.B) {
+	c := newClient(b)
+	seq := 0 // a fresh name per pair, also across the sub-benchmarks' runs
+	name := func(shape string) string {
+		seq++
+		return "deadline:" + shape + ":" + strconv.Itoa(seq)
+	}
+	deadlinebench.Run(b, []deadlinebench.Shape{
+		{Name: "mutex", Locker: func(int) dlock.Locker { return c.Mutex(name("mutex")) }},
+		{Name: "lock", Locker: func(int) dlock.Locker { return c.Lock(name("lock")) }},
+		{Name: "read", Locker: func(int) dlock.Locker { return c.RWLock(name("read")).ReadLock() }},
+		{Name: "write", Locker: func(int) dlock.Locker { return c.RWLock(name("write")).WriteLock() }},
+		{Name: "semaphore", Locker: func(int) dlock.Locker { return c.Semaphore(name("semaphore"), 3) }},
+		{Name: "multi", Locker: func(int) dlock.Locker { n := name("multi"); return c.MultiLock(n+":a", n+":b") }},
+	})
 }

@@ -67,6 +67,7 @@ func (o *grantOps) owned() []clientv3.Cmp {
 // background while the keys' lease lives, so a lock is never left held by
 // a live session after its Unlock.
 func (o *grantOps) Release(ctx context.Context) (seam.Released, error) {
+	ctx = untimed(ctx)
 	var ok bool
 	var err error
 	if o.released.CompareAndSwap(false, true) {
@@ -113,6 +114,7 @@ func (c *Client) deleteNamed(ctx context.Context, keys []string) (bool, error) {
 // Verify reports whether every key still exists with this grant's create
 // revision (a linearizable read).
 func (o *grantOps) Verify(ctx context.Context) (bool, error) {
+	ctx = untimed(ctx)
 	resp, err := o.c.cli.Txn(ctx).If(o.owned()...).Commit()
 	if err != nil {
 		return false, err
@@ -130,6 +132,7 @@ func (o *grantOps) Verify(ctx context.Context) (bool, error) {
 // for the revoke, it is retried in the background; the old lease holds
 // nothing any more either way, and expires by itself at its TTL).
 func (o *grantOps) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
+	ctx = untimed(ctx)
 	o.mu.Lock()
 	s, lease, leaseTTL := o.sess, o.lease, o.leaseTTL
 	o.mu.Unlock()

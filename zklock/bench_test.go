@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/internal/deadlinebench"
 	"github.com/dlockgo/dlock/internal/zkproc"
 	"github.com/go-zookeeper/zk"
 )
@@ -268,55 +270,31 @@ func BenchmarkHotKey64(b *testing.B) {
 	}
 }
 
-// BenchmarkAcquireDeadline: what a ctx deadline costs a zklock Mutex's
-// Acquire: one goroutine, the same name, the pairs alternating between a
-// ctx with a 5 s deadline and context.Background() (both measured in the
-// same moments). Reported: each side's acquire and release p50 in µs and
-// the acquire's difference (deadline-cost-µs).
+// BenchmarkAcquireDeadline: what a ctx deadline costs an Acquire of every
+// shape (deadlinebench.Run: one goroutine, pairs alternating with and
+// without a 5 s deadline), one name per shape (a fresh name would add the
+// creation of its directory to every pair).
 //
 //	go test -run '^$' -bench AcquireDeadline -count 3 ./zklock
 func BenchmarkAcquireDeadline(b *testing.B) {
-	addr := benchAddr(b)
-	l := openZklock(b, addr, fmt.Sprintf("deadline-%d", time.Now().UnixNano()), 1)[0].(*zklockBench)
-	if err := l.lock(context.Background()); err != nil { // the directories exist, the connection is warm
-		b.Fatal(err)
+	c := dialAddr(b, benchAddr(b), 10*time.Second)
+	n := fmt.Sprintf("deadline-%d", time.Now().UnixNano())
+	shapes := []deadlinebench.Shape{
+		{Name: "mutex", Locker: func(int) dlock.Locker { return c.Mutex(n + ".mutex") }},
+		{Name: "lock", Locker: func(int) dlock.Locker { return c.Lock(n + ".lock") }},
+		{Name: "read", Locker: func(int) dlock.Locker { return c.RWLock(n + ".rw").ReadLock() }},
+		{Name: "write", Locker: func(int) dlock.Locker { return c.RWLock(n + ".rw").WriteLock() }},
+		{Name: "semaphore", Locker: func(int) dlock.Locker { return c.Semaphore(n+".sem", 3) }},
+		{Name: "multi", Locker: func(int) dlock.Locker { return c.MultiLock(n+".a", n+".b") }},
 	}
-	if err := l.unlock(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	var acq, rel [2][]time.Duration // [0]: with a deadline, [1]: without
-	i := 0
-	for b.Loop() {
-		i++
-		side := i % 2
-		ctx, cancel := context.Background(), context.CancelFunc(func() {})
-		if side == 0 {
-			ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+	for _, sh := range shapes { // the directories exist, the connection is warm
+		l, err := sh.Locker(0).Acquire(context.Background())
+		if err == nil {
+			err = l.Unlock(context.Background())
 		}
-		t0 := time.Now()
-		if err := l.lock(ctx); err != nil {
+		if err != nil {
 			b.Fatal(err)
 		}
-		t1 := time.Now()
-		if err := l.unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
-		t2 := time.Now()
-		cancel()
-		acq[side], rel[side] = append(acq[side], t1.Sub(t0)), append(rel[side], t2.Sub(t1))
 	}
-	b.ReportMetric(p50µs(acq[0]), "acq-deadline-p50-µs")
-	b.ReportMetric(p50µs(acq[1]), "acq-none-p50-µs")
-	b.ReportMetric(p50µs(rel[0]), "rel-deadline-p50-µs")
-	b.ReportMetric(p50µs(rel[1]), "rel-none-p50-µs")
-	b.ReportMetric(p50µs(acq[0])-p50µs(acq[1]), "deadline-cost-µs")
-}
-
-// p50µs is the median of ds in µs.
-func p50µs(ds []time.Duration) float64 {
-	if len(ds) == 0 {
-		return 0
-	}
-	slices.Sort(ds)
-	return float64(ds[len(ds)/2]) / float64(time.Microsecond)
+	deadlinebench.Run(b, shapes)
 }

@@ -65,6 +65,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlockgo/dlock"
+	"github.com/dlockgo/dlock/internal/tasks"
 	"github.com/dlockgo/dlock/observe"
 	"github.com/dlockgo/dlock/seam"
 )
@@ -159,6 +160,7 @@ type Client struct {
 	down      bool          // the heartbeat's: the connection was last seen down
 	wake      chan struct{} // a renewed hold was granted: the heartbeat starts
 	quorum    liveness      // what the session's answered requests prove (liveness.go)
+	workers   tasks.Workers // the requests that run beside their caller (see call)
 
 	mu       sync.Mutex
 	live     map[string][]*node // granted nodes by directory (an owner's own holds)
@@ -244,6 +246,7 @@ func (c *Client) Close() error {
 		if c.owned {
 			c.conn.Close()
 		}
+		c.workers.Close(ctx) // a request to a server that does not answer ends by ctx's bound
 	})
 	return nil
 }

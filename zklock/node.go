@@ -136,12 +136,14 @@ func retryable(err error) bool {
 
 // call runs f, a blocking go-zookeeper request, once the connection is
 // settled (see settled: while it is down, call returns errNotConnected and
-// f does not run), and returns its result or,
-// if ctx ends or the client closes first, ctx's error (errClosed). f goes on
-// in the background; its result is then dropped. With a ctx that cannot
-// end (context.Background) f runs on the caller's goroutine, which then
-// waits for ZooKeeper's answer (or the connection's loss) even after
-// Close: the client's own background calls use c.ctx, which Close ends.
+// f does not run), and returns its result or, if ctx ends or the client
+// closes first, ctx's error (errClosed). f runs on a worker of the
+// client's (tasks.Workers: a reused goroutine) and goes on in the
+// background if the caller gives up; its result is then dropped. With a
+// ctx that cannot end (context.Background) f runs on the caller's
+// goroutine, which then waits for ZooKeeper's answer (or the connection's
+// loss) even after Close: the client's own background calls use c.ctx,
+// which Close ends.
 func call[T any](ctx context.Context, c *Client, f func() (T, error)) (T, error) {
 	if err := c.settled(ctx); err != nil {
 		var zero T
@@ -155,10 +157,13 @@ func call[T any](ctx context.Context, c *Client, f func() (T, error)) (T, error)
 		err error
 	}
 	ch := make(chan result, 1)
-	go func() {
+	if !c.workers.Go(func() {
 		v, err := f()
 		ch <- result{v, err}
-	}()
+	}) {
+		var zero T
+		return zero, errClosed
+	}
 	select {
 	case r := <-ch:
 		return r.v, r.err
@@ -205,7 +210,9 @@ func (c *Client) create(ctx context.Context, dirs []string, kind byte, attempt s
 			r = c.createOnce(dirs, prefix, data, check)
 		} else {
 			res := make(chan createResult, 1)
-			go func() { res <- c.createOnce(dirs, prefix, data, check) }()
+			if !c.workers.Go(func() { res <- c.createOnce(dirs, prefix, data, check) }) {
+				return created{}, 0, errClosed
+			}
 			select {
 			case r = <-res:
 			case <-ctx.Done():
