@@ -14,7 +14,7 @@ const WorkerIdle = time.Second
 // the next function, else a new worker starts. A call that must not block
 // its caller (a request to a server that may not answer, run beside a
 // caller that watches its ctx) then runs on a stack that has grown
-// already: a new goroutine per call cost the caller 11–25 µs more on a
+// already: a new goroutine per call cost the caller 10–25 µs more on a
 // request as deep as a go-zookeeper transaction (zklock's
 // BenchmarkAcquireDeadline). Go never blocks. The zero Workers is ready;
 // it is safe for concurrent use.
@@ -30,28 +30,20 @@ type Workers struct {
 // nothing once Close was called.
 func (w *Workers) Go(f func()) bool {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.closed {
-		w.mu.Unlock()
 		return false
 	}
 	if w.idle == nil {
 		w.idle, w.done = make(chan func()), make(chan struct{})
 	}
-	idle, done := w.idle, w.done
-	w.mu.Unlock()
 	select {
-	case idle <- f:
+	case w.idle <- f: // an idle worker took it
 		return true
 	default:
 	}
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return false
-	}
 	w.n.Add(1)
-	w.mu.Unlock()
-	go w.work(f, idle, done)
+	go w.work(f, w.idle, w.done)
 	return true
 }
 
