@@ -14,22 +14,17 @@ import (
 // acquire is the wait loop shared by every Redis shape: try; if held, wait
 // for a release wake-up or for the holder's TTL to run out, and try again.
 //
-// The store calls run under sctx, which carries the Observer's span when it
-// is an observe.Tracer; the Lease's context derives from ctx.
+// The store calls run under call.Store (seam's Begin), which carries the
+// Observer's span when it is an observe.Tracer; the Lease's context derives
+// from ctx.
 func (c *Client) acquire(ctx context.Context, sh redisShape, opts []Option) (l *Lease, err error) {
-	start := time.Now()
-	spec := sh.spec()
-	sctx, call := c.keeper.StartAcquire(ctx, spec.kind, spec.name)
-	defer func() { call.Done(l.s(), err) }()
-	if !c.enter() {
-		return nil, wrap("acquire", spec.kind, spec.name, ErrClosed)
-	}
-	defer c.acquires.Done()
-	q, err := c.prepare(ctx, sh, spec, opts, start)
+	q, call, err := c.begin(ctx, sh, opts)
 	if err != nil {
 		return nil, err
 	}
-	g, sent, err := q.await(sctx, start)
+	defer func() { err = call.End(l.s(), err) }()
+	defer c.acquires.Done()
+	g, sent, err := q.await(call.Store, call.Start)
 	if err != nil {
 		return nil, err
 	}
@@ -42,26 +37,20 @@ func leaseOf(l *seam.Lease, err error) (*Lease, error) { return (*Lease)(l), err
 // acquireAll is acquire for an attempt that may grant several leases at
 // once (Semaphore permits): one Lease per token.
 func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (ls []*Lease, err error) {
-	start := time.Now()
-	spec := sh.spec()
-	sctx, call := c.keeper.StartAcquire(ctx, spec.kind, spec.name)
+	q, call, err := c.begin(ctx, sh, opts)
+	if err != nil {
+		return nil, err
+	}
 	defer func() {
 		var first *Lease
 		if len(ls) > 0 {
 			first = ls[0]
 		}
-		call.Done(first.s(), err)
+		err = call.End(first.s(), err)
 	}()
-	if !c.enter() {
-		return nil, wrap("acquire", spec.kind, spec.name, ErrClosed)
-	}
 	defer c.acquires.Done()
-	q, err := c.prepare(ctx, sh, spec, opts, start)
-	if err != nil {
-		return nil, err
-	}
 	a := q.a
-	g, sent, err := q.await(sctx, start)
+	g, sent, err := q.await(call.Store, call.Start)
 	if err != nil {
 		return nil, err
 	}
@@ -113,43 +102,28 @@ type acquisition struct {
 	carried bool
 }
 
-// prepare checks the call's arguments and options and makes its attempt.
-func (c *Client) prepare(ctx context.Context, sh redisShape, spec *shapeSpec, opts []Option, start time.Time) (acquisition, error) {
-	name := spec.name
-	err := seam.CheckContext(ctx)
-	switch {
-	case err != nil:
-	case spec.check != nil:
-		err = spec.check()
-	default:
-		err = seam.CheckName(name)
-	}
+// begin begins an Acquire call of sh (seam's Begin) and makes its
+// attempt; on success the caller ends the call and calls c.acquires.Done.
+func (c *Client) begin(ctx context.Context, sh redisShape, opts []Option) (acquisition, seam.Acquisition, error) {
+	spec := sh.spec()
+	call, err := c.keeper.Begin(ctx, seam.Request{Shape: spec.kind, Name: spec.name, Check: spec.check, Limit: spec.limit()}, opts)
 	if err != nil {
-		return acquisition{}, wrap("acquire", spec.kind, name, err)
+		return acquisition{}, call, err
 	}
-	cfg, err := seam.ParseOptions(opts)
-	if err == nil && cfg.Replicas != 0 && !spec.replicaAck {
-		err = fmt.Errorf("%w: this shape does not take ReplicaAck", ErrInvalidArgument)
+	if !c.enter() {
+		return acquisition{}, call, call.End(nil, ErrClosed)
 	}
-	if err == nil {
-		err = cfg.NoLockDelay("Redis")
-	}
-	if err != nil {
-		return acquisition{}, wrap("acquire", spec.kind, name, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return acquisition{}, wrap("acquire", spec.kind, name, err)
-	}
+	cfg := call.Options
 	ttl := cfg.Lease
 	if ttl == 0 {
 		ttl = c.timeout
 	}
 	owner := seam.CarriedOwner(ctx)
-	a := spec.newAttempt(c, owner, ttl, start)
+	a := spec.newAttempt(c, owner, ttl, call.Start)
 	if spec.leave != nil && cfg.Wait != 0 {
 		a.setQueue(cmp.Or(cfg.QueueTimeout, defaultQueueTimeout))
 	}
-	return acquisition{c: c, sh: sh, spec: spec, a: a, cfg: cfg, carried: owner != ""}, nil
+	return acquisition{c: c, sh: sh, spec: spec, a: a, cfg: cfg, carried: owner != ""}, call, nil
 }
 
 // await tries until a grant, the end of the wait, or an error. sent is
@@ -197,14 +171,14 @@ func (q *acquisition) await(ctx context.Context, start time.Time) (g grant, sent
 		g, err = q.tryGrant(ctx)
 		if err != nil {
 			if late > 0 && isCtxErr(err) {
-				err = fmt.Errorf("%w (%s)", err, lateDetail(late))
+				err = fmt.Errorf("%w (%s)", err, seam.LateDetail(late))
 			}
 			return g, sent, err
 		}
 		if g.ok && q.late(ctx, g, sent) {
 			// Given back: taken as a refusal, tried again within the wait.
 			late++
-			g = grant{wake: spec.keys.wake, detail: lateDetail(late)}
+			g = grant{wake: spec.keys.wake, detail: seam.LateDetail(late)}
 		} else if g.ok {
 			return g, sent, nil
 		} else {
@@ -248,7 +222,7 @@ func (q *acquisition) await(ctx context.Context, start time.Time) (g grant, sent
 		}
 		if werr != nil {
 			if late > 0 {
-				werr = fmt.Errorf("%w (%s)", werr, lateDetail(late))
+				werr = fmt.Errorf("%w (%s)", werr, seam.LateDetail(late))
 			}
 			return g, sent, wrap("acquire", spec.kind, name, werr)
 		}
@@ -260,15 +234,6 @@ func (q *acquisition) await(ctx context.Context, start time.Time) (g grant, sent
 			return grant{ok: true, fence: h.fence, ttl: h.ttl}, first, nil
 		}
 	}
-}
-
-// lateDetail says why an Acquire whose grants kept arriving after their
-// lease ran out got no lock.
-func lateDetail(n int) string {
-	if n == 1 {
-		return "a grant arrived after its lease ran out and was given back: replies are slower than the lease"
-	}
-	return fmt.Sprintf("%d grants in a row arrived after their lease ran out and were given back: replies are slower than the lease", n)
 }
 
 func isCtxErr(err error) bool {
@@ -557,13 +522,12 @@ func firstWord(s string) string {
 	return s
 }
 
-// late gives g back and reports true if it arrived after its lease ran out
-// on the client's clock (counted from sent): the store may already have
-// expired it and granted the lock to someone else, so it is never used.
+// late gives g back and reports true if it arrived after its
+// seam.LeaseEnd, counted from sent (a late grant: never used).
 func (q *acquisition) late(ctx context.Context, g grant, sent time.Time) bool {
 	a := q.a
 	ttl := cmp.Or(g.ttl, a.ttl)
-	if time.Now().Before(sent.Add(ttl - seam.Drift(ttl))) {
+	if time.Now().Before(seam.LeaseEnd(sent, ttl)) {
 		return false
 	}
 	q.giveBack(ctx, g)

@@ -103,7 +103,7 @@ func (c *Client) queueMember(a *attempt) string {
 // claim: its lease, counted from first (the first attempt's send time: the
 // grant came later), leaves at least half of ttl on the local clock.
 func usableHandoff(first time.Time, ttl time.Duration) bool {
-	return time.Until(first.Add(ttl-seam.Drift(ttl))) > ttl/2
+	return time.Until(seam.LeaseEnd(first, ttl)) > ttl/2
 }
 
 // ttlArg is a renewal's or extension's TTL in ms as a script argument.

@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -138,6 +139,28 @@ func (a *attempt) setQueue(d time.Duration) {
 // newAttempt returns the attempt of one Acquire call of the shape spec
 // describes by owner (the ctx's; "" if it carries none) for a lease of ttl,
 // its grant made at now.
+// limit returns what refuses an acquisition's options of the shape:
+// noLockDelay, and no ReplicaAck unless its grant is one script on one
+// master. (Functions, not a method value: Begin's argument then costs no
+// allocation.)
+func (spec *shapeSpec) limit() func(seam.Options) error {
+	if spec.replicaAck {
+		return noLockDelay
+	}
+	return noReplicaAck
+}
+
+// noLockDelay refuses a lock-delay: Redis has none.
+func noLockDelay(o seam.Options) error { return o.NoLockDelay("Redis") }
+
+// noReplicaAck refuses ReplicaAck and a lock-delay.
+func noReplicaAck(o seam.Options) error {
+	if o.Replicas != 0 {
+		return fmt.Errorf("%w: this shape does not take ReplicaAck", ErrInvalidArgument)
+	}
+	return noLockDelay(o)
+}
+
 func (spec *shapeSpec) newAttempt(c *Client, owner string, ttl time.Duration, now time.Time) *attempt {
 	var a *attempt
 	if spec.owned {

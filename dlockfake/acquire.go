@@ -59,48 +59,19 @@ var errLate = errors.New("granted late")
 
 // acquire is Acquire of every shape.
 func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (l *dlock.Lease, err error) {
-	_, call := c.keeper.StartAcquire(ctx, r.shape, r.name) // no store request for a tracer's span to parent
-	defer func() { call.Done((*seam.Lease)(l), err) }()
-	a, err := c.prepare(ctx, r, opts)
-	if err == nil {
-		l, err = a.run(ctx)
-	}
+	defer func() {
+		e := Event{Client: c.label, Op: Acquire, Shape: r.shape, Name: r.name, Err: err}
+		if l != nil {
+			e.Token = l.Token()
+		}
+		c.svc.addEvent(e)
+	}()
+	call, err := c.keeper.Begin(ctx, seam.Request{Shape: r.shape, Name: r.name, Check: r.check, Closed: c.isClosed}, opts)
 	if err != nil {
-		err = seam.Wrap("acquire", r.shape, r.name, err)
-	}
-	e := Event{Client: c.label, Op: Acquire, Shape: r.shape, Name: r.name, Err: err}
-	if l != nil {
-		e.Token = l.Token()
-	}
-	c.svc.addEvent(e)
-	return l, err
-}
-
-// prepare checks an Acquire call's input and makes its acquisition.
-func (c *Client) prepare(ctx context.Context, r *request, opts []dlock.Option) (*acquisition, error) {
-	if err := seam.CheckContext(ctx); err != nil {
 		return nil, err
 	}
-	check := r.check
-	if check == nil {
-		check = func() error { return seam.CheckName(r.name) }
-	}
-	if err := check(); err != nil {
-		return nil, err
-	}
-	o, err := seam.ParseOptions(opts)
-	if err == nil {
-		err = o.Portable()
-	}
-	switch {
-	case err != nil:
-		return nil, err
-	case c.isClosed():
-		return nil, dlock.ErrClosed
-	case ctx.Err() != nil:
-		return nil, ctx.Err()
-	}
-	a := &acquisition{c: c, req: r, o: o, id: ids.Token()}
+	defer func() { err = call.End((*seam.Lease)(l), err) }()
+	a := &acquisition{c: c, req: r, o: call.Options, id: ids.Token()}
 	if r.family != "" {
 		a.owner = seam.OwnerOf(ctx)
 		a.id = a.owner
@@ -108,7 +79,7 @@ func (c *Client) prepare(ctx context.Context, r *request, opts []dlock.Option) (
 	if r.permits != nil {
 		a.want = r.permits.Count()
 	}
-	return a, nil
+	return a.run(ctx)
 }
 
 // run tries, and waits while the Wait allows, until the Service grants the
@@ -141,7 +112,7 @@ func (a *acquisition) run(ctx context.Context) (*dlock.Lease, error) {
 			return l, err
 		}
 		if late++; a.o.Wait == 0 || !stop.IsZero() && !v.Now().Before(stop) {
-			return nil, fmt.Errorf("%w (%d grants arrived after their lease ran out and were given back)", dlock.ErrNotAcquired, late)
+			return nil, fmt.Errorf("%w (%s)", dlock.ErrNotAcquired, seam.LateDetail(late))
 		}
 	}
 }
@@ -242,7 +213,7 @@ func (a *acquisition) granted(ctx context.Context, h *holding, sent time.Time, d
 			c.keeper.GiveBack(ctx, g)
 			return nil, err
 		}
-		if !c.view.Now().Before(sent.Add(ttl - seam.Drift(ttl))) {
+		if !c.view.Now().Before(seam.LeaseEnd(sent, ttl)) {
 			c.keeper.GiveBack(ctx, g)
 			return nil, errLate
 		}

@@ -309,7 +309,7 @@ func TestDelayGrants(t *testing.T) {
 	tooLate := w.goAcquire(a.Mutex("x"), dlock.LeaseTime(lease), dlock.Wait(0))
 	w.waiters("x", 1)
 	w.svc.Advance(2 * lease)
-	if r := w.await(tooLate); !errors.Is(r.err, dlock.ErrNotAcquired) || !strings.Contains(r.err.Error(), "after their lease ran out") {
+	if r := w.await(tooLate); !errors.Is(r.err, dlock.ErrNotAcquired) || !strings.Contains(r.err.Error(), "arrived after its lease ran out and was given back") {
 		t.Fatalf("a grant later than its lease: %v, want ErrNotAcquired (given back)", r.err)
 	}
 	given := events(w.svc, dlockfake.Release, "x")

@@ -13,9 +13,10 @@ import (
 )
 
 // With redisotel on the go-redis client, the commands an Acquire sends are
-// children of its span (the store calls run under the context
-// StartAcquire returns), also when it waits for a holder; the Unlock's
-// commands are not: they run under the caller's context.
+// children of its span (the store calls run under the context the
+// Tracer's StartAcquire returns, through seam.Keeper.Begin), also when it
+// waits for a holder; the Unlock's commands are not: they run under the
+// caller's context.
 //
 // The go-redis client has ContextTimeoutEnabled, as dlock.New's doc asks of
 // a client whose hooks must see every call: without it the calls made under

@@ -55,7 +55,7 @@ func TestZooKeeper(t *testing.T) {
 		t.Fatalf("%d acquire spans, want 2: %v", len(acq), describe(r.spans.Ended()))
 	}
 	for _, s := range acq {
-		childOf(t, s, parent.SpanContext()) // zklock brackets its calls (StartAcquire)
+		childOf(t, s, parent.SpanContext()) // zklock brackets its calls (seam.Keeper.Begin: the Tracer's StartAcquire)
 		wantAttrs(t, s, map[string]any{"dlock.backend": "zookeeper", "dlock.lock.shape": "mutex"})
 		wantStatus(t, s, codes.Unset)
 	}

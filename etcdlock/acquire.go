@@ -88,45 +88,24 @@ var errRefused = errors.New("refused")
 
 // acquire is Acquire of every shape: check, re-enter, queue, wait, grant.
 func (c *Client) acquire(ctx context.Context, sh shape, opts []dlock.Option) (l *dlock.Lease, err error) {
-	start := time.Now()
-	sctx, call := c.keeper.StartAcquire(ctx, sh.kind, sh.name) // sctx: the store's requests'; ctx: the Lease's
-	defer func() { call.Done((*seam.Lease)(l), err) }()
-	err = seam.CheckContext(ctx)
-	switch {
-	case err != nil:
-	case sh.check == nil:
-		err = seam.CheckName(sh.name)
-	default:
-		err = sh.check()
-	}
+	call, err := c.keeper.Begin(ctx, seam.Request{Shape: sh.kind, Name: sh.name, Check: sh.check, Closed: c.isClosed}, opts)
 	if err != nil {
-		return nil, seam.Wrap("acquire", sh.kind, sh.name, err)
+		return nil, err
 	}
-	o, err := seam.ParseOptions(opts)
-	if err == nil {
-		err = o.Portable()
-	}
-	if err != nil {
-		return nil, seam.Wrap("acquire", sh.kind, sh.name, err)
-	}
-	if c.isClosed() {
-		return nil, seam.Wrap("acquire", sh.kind, sh.name, dlock.ErrClosed)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, seam.Wrap("acquire", sh.kind, sh.name, err)
-	}
+	defer func() { err = call.End((*seam.Lease)(l), err) }()
+	o := call.Options
 	a := &attempt{c: c, sh: sh, o: o, ctx: ctx, owner: seam.CarriedOwner(ctx), slot: -1}
 	switch {
 	case o.Wait > 0:
 		var cancel context.CancelFunc
-		a.wctx, cancel = context.WithDeadline(sctx, start.Add(o.Wait))
+		a.wctx, cancel = context.WithDeadline(call.Store, call.Until())
 		defer cancel()
 	case o.Wait == 0: // one try, bounded against an etcd that does not answer
 		var cancel context.CancelFunc
-		a.wctx, cancel = context.WithTimeout(sctx, c.ttl)
+		a.wctx, cancel = context.WithTimeout(call.Store, c.ttl)
 		defer cancel()
 	default: // until ctx ends (a wait makes the watches' own context)
-		a.wctx = sctx
+		a.wctx = call.Store
 	}
 	// Close ends the attempt, also in the middle of a request to an etcd
 	// that does not answer.
@@ -137,11 +116,7 @@ func (c *Client) acquire(ctx context.Context, sh shape, opts []dlock.Option) (l 
 	if sh.hold != nil {
 		a.owner = seam.OwnerOf(ctx)
 		a.hold = sh.hold(a.owner)
-		var until time.Time
-		if o.Wait >= 0 {
-			until = start.Add(o.Wait)
-		}
-		joined, done, err := a.enter(until)
+		joined, done, err := a.enter(call.Until())
 		if err != nil || joined != nil {
 			if err != nil {
 				return nil, a.fail(err)

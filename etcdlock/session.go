@@ -39,7 +39,7 @@ func (s *session) confirmed() time.Time {
 
 // deadline is when the session must be taken as gone on the local clock.
 func (s *session) deadline() time.Time {
-	return s.confirmed().Add(s.keep - seam.Drift(s.keep))
+	return seam.LeaseEnd(s.confirmed(), s.keep)
 }
 
 // alive reports whether the session has not ended and its deadline has not
@@ -47,7 +47,7 @@ func (s *session) deadline() time.Time {
 func (s *session) alive() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.ended && time.Now().Before(s.sent.Add(s.keep-seam.Drift(s.keep)))
+	return !s.ended && time.Now().Before(seam.LeaseEnd(s.sent, s.keep))
 }
 
 // confirm records a renewal sent at sent; false if the session has ended
@@ -55,7 +55,7 @@ func (s *session) alive() bool {
 func (s *session) confirm(sent time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended || !time.Now().Before(s.sent.Add(s.keep-seam.Drift(s.keep))) {
+	if s.ended || !time.Now().Before(seam.LeaseEnd(s.sent, s.keep)) {
 		return false
 	}
 	if sent.After(s.sent) {

@@ -6,7 +6,12 @@
 // A backend grants a lock in its store and gives the grant to a Keeper:
 //
 //	k := seam.NewKeeper[*myOps](cfg.Observer, cfg.Logger) // one per backend client
-//	o, err := seam.ParseOptions(opts)                    // Wait, Lease, QueueTimeout, OnLost, MaxHold
+//	call, err := k.Begin(ctx, seam.Request{Shape: "lock", Name: name}, opts) // input checked, event begun
+//	if err != nil {
+//		return nil, err
+//	}
+//	defer func() { err = call.End(l, err) }() // the event; the error named once
+//	o := call.Options                                // Wait, Lease, QueueTimeout, OnLost, MaxHold
 //	if l, ok := k.Join(ctx, key, seam.OwnerOf(ctx), o.OnLost); ok {
 //		return l, nil // a re-entry: the Keeper counts it, the store need not know
 //	}

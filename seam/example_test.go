@@ -83,27 +83,15 @@ type client struct {
 
 // acquire grants a mutex on name: one try, then a poll every 5 ms while
 // Wait allows.
-func (c *client) acquire(ctx context.Context, name string, opts ...seam.Option) (*seam.Lease, error) {
-	o, err := seam.ParseOptions(opts) // Wait, Lease, QueueTimeout, OnLost, MaxHold
-	if err == nil {
-		err = o.Portable() // refuses the Redis-only ReplicaAck
-	}
-	if err == nil {
-		err = seam.CheckContext(ctx)
-	}
-	if err == nil {
-		err = seam.CheckName(name)
-	}
+func (c *client) acquire(ctx context.Context, name string, opts ...seam.Option) (l *seam.Lease, err error) {
+	// The input checked (ctx, name, options: Portable refuses the Redis-only
+	// ReplicaAck), the Observer's event (a tracer's span) begun.
+	call, err := c.k.Begin(ctx, seam.Request{Shape: "mutex", Name: name}, opts)
 	if err != nil {
-		return nil, seam.Wrap("acquire", "mutex", name, err)
+		return nil, err
 	}
-	sctx, call := c.k.StartAcquire(ctx, "mutex", name) // the Observer's event (a tracer's span)
-	l, err := c.grant(ctx, sctx, name, o)
-	call.Done(l, err)
-	return l, err
-}
-
-func (c *client) grant(ctx, sctx context.Context, name string, o seam.Options) (*seam.Lease, error) {
+	defer func() { err = call.End(l, err) }() // the event; the error named once
+	o := call.Options                         // Wait, Lease, QueueTimeout, OnLost, MaxHold
 	ttl := o.Lease
 	if ttl == 0 {
 		ttl = time.Second // this backend keeps no lease alive: a default fixed lease
@@ -122,10 +110,10 @@ func (c *client) grant(ctx, sctx context.Context, name string, o seam.Options) (
 			})
 		}
 		select {
-		case <-sctx.Done():
-			return nil, seam.StoreErr(sctx, "acquire", "mutex", name, sctx.Err())
+		case <-call.Store.Done(): // the store's requests run under call.Store
+			return nil, call.Store.Err()
 		case <-deadline:
-			return nil, seam.Wrap("acquire", "mutex", name, seam.ErrNotAcquired)
+			return nil, seam.ErrNotAcquired
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

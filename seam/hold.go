@@ -2,6 +2,7 @@ package seam
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -15,6 +16,23 @@ import (
 // clock-rate differences and timer lateness). A Keeper applies it to every
 // Grant; a backend that keeps deadlines of its own (a session's) uses it too.
 func Drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// LeaseEnd is when a grant sent at sent (before its request went out) for
+// ttl ends on the client's monotonic clock: sent + ttl - Drift(ttl). A
+// grant whose reply arrives after its LeaseEnd is late: the store may have
+// expired it already and granted the lock to someone else, so it is never
+// used; Acquire gives it back, counts it as a refusal and tries again
+// while its Wait allows (LateDetail says why when it runs out).
+func LeaseEnd(sent time.Time, ttl time.Duration) time.Time { return sent.Add(ttl - Drift(ttl)) }
+
+// LateDetail is the detail Acquire's error adds when the last n grants in
+// a row arrived after their LeaseEnd and were given back.
+func LateDetail(n int) string {
+	if n == 1 {
+		return "a grant arrived after its lease ran out and was given back: replies are slower than the lease"
+	}
+	return fmt.Sprintf("%d grants in a row arrived after their lease ran out and were given back: replies are slower than the lease", n)
+}
 
 // Hold is one grant kept by a Keeper: one lock held by one owner through one
 // backend client, shared by every Lease of that owner on that lock
@@ -152,7 +170,7 @@ func (h *hold) extendedLocked(sent time.Time, ttl time.Duration, renewal bool) {
 	}
 	h.lastSent = sent
 	k := h.k
-	k.moveDeadline(h, sent.Add(ttl-Drift(ttl)))
+	k.moveDeadline(h, LeaseEnd(sent, ttl))
 	if renewal {
 		h.renewals++
 		// Reported under the lock: no renewal is reported after the hold ended.

@@ -226,21 +226,20 @@ func (k *Keeper[O]) Closed() bool {
 	return k.k.closed
 }
 
-// StartAcquire begins an Acquire call of shape on name. It returns the
-// context the call's store requests run under (the Observer's span when it
-// is an observe.Tracer; ctx itself otherwise, and always for a nil ctx:
-// give the Lease ctx, not this one) and the Call, whose Done must be called
-// exactly once with the call's outcome.
-func (k *Keeper[O]) StartAcquire(ctx context.Context, shape, name string) (context.Context, Call) {
-	c := Call{obs: k.k.observer, clock: k.k.clock, shape: shape, name: name, start: clock.Now(k.k.clock)}
-	if t, ok := k.k.observer.(observe.Tracer); ok && ctx != nil {
+// startAcquire begins an Acquire call of shape on name (Begin). It returns
+// the context the call's store requests run under (the Observer's span when
+// it is an observe.Tracer; ctx itself otherwise, and always for a nil ctx)
+// and the call, whose done must be called exactly once with its outcome.
+func (k *keeper) startAcquire(ctx context.Context, shape, name string) (context.Context, acquireCall) {
+	c := acquireCall{obs: k.observer, clock: k.clock, shape: shape, name: name, start: clock.Now(k.clock)}
+	if t, ok := k.observer.(observe.Tracer); ok && ctx != nil {
 		ctx, c.end = t.StartAcquire(ctx, shape, name)
 	}
 	return ctx, c
 }
 
-// Call is one Acquire call in progress (Keeper.StartAcquire).
-type Call struct {
+// acquireCall is one Acquire call in progress (Keeper.startAcquire).
+type acquireCall struct {
 	obs         observe.Observer
 	clock       clock.Clock
 	shape, name string
@@ -248,9 +247,9 @@ type Call struct {
 	end         func(observe.AcquireEvent) // a Tracer's
 }
 
-// Done reports the call's end as its AcquireEvent: l is the Lease it
+// done reports the call's end as its AcquireEvent: l is the Lease it
 // returned (the first of several; nil when err is not nil), err its error.
-func (c Call) Done(l *Lease, err error) {
+func (c acquireCall) done(l *Lease, err error) {
 	ev := acquireEvent(c.shape, c.name, clock.Since(c.clock, c.start), err)
 	if err == nil && l != nil {
 		ev.Token = l.Token()
@@ -298,7 +297,7 @@ func (k *keeper) lease(ctx context.Context, g grant) (*Lease, error) {
 		k.giveBack(ctx, g.ops, 1)
 		return nil, Wrap("acquire", g.shape, g.name, err)
 	}
-	deadline := g.sent.Add(g.ttl - Drift(g.ttl))
+	deadline := LeaseEnd(g.sent, g.ttl)
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()

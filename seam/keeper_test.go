@@ -208,10 +208,10 @@ func TestLeaseAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per Lease, want 1", n)
 	}
 	if n := testing.AllocsPerRun(100, func() {
-		_, c := k.StartAcquire(ctx, "mutex", "n")
-		c.Done(nil, nil)
+		c, err := k.Begin(ctx, Request{Shape: "mutex", Name: "n"}, nil)
+		_ = c.End(nil, err)
 	}); n != 0 {
-		t.Fatalf("%v allocations per Acquire call's event, want 0", n)
+		t.Fatalf("%v allocations per Acquire call's begin and end, want 0", n)
 	}
 }
 

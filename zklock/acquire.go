@@ -93,35 +93,12 @@ func (r *request) admitted(c *Client, dir, me, attempt string, children []string
 // acquire runs one Acquire call: check the input, re-enter a hold of the
 // same owner, else queue a node and wait for it to be granted.
 func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (l *dlock.Lease, err error) {
-	start := time.Now()
-	sctx, call := c.keeper.StartAcquire(ctx, r.shape, r.name) // sctx: the store's requests'; ctx: the Lease's
-	defer func() { call.Done((*seam.Lease)(l), err) }()
-	if err := seam.CheckContext(ctx); err != nil {
-		return nil, seam.Wrap("acquire", r.shape, r.name, err)
-	}
-	if err := r.check(); err != nil {
-		return nil, seam.Wrap("acquire", r.shape, r.name, err)
-	}
-	o, err := seam.ParseOptions(opts)
-	if err == nil {
-		err = o.Portable()
-	}
-	if err == nil {
-		err = o.NoLockDelay("ZooKeeper")
-	}
-	if err == nil && o.QueueTimeout != 0 && o.QueueTimeout < c.timeout {
-		err = fmt.Errorf("%w: queue timeout %v is shorter than the session timeout %v (a waiter's place lives as long as its session: shorten the session timeout instead)",
-			dlock.ErrInvalidDuration, o.QueueTimeout, c.timeout)
-	}
+	call, err := c.keeper.Begin(ctx, seam.Request{Shape: r.shape, Name: r.name, Check: r.check, Limit: c.limit, Closed: c.closed}, opts)
 	if err != nil {
-		return nil, seam.Wrap("acquire", r.shape, r.name, err)
+		return nil, err
 	}
-	if c.closed() {
-		return nil, seam.Wrap("acquire", r.shape, r.name, dlock.ErrClosed)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, seam.Wrap("acquire", r.shape, r.name, err)
-	}
+	defer func() { err = call.End((*seam.Lease)(l), err) }()
+	o := call.Options
 	r.owner = seam.CarriedOwner(ctx)
 	r.carried = r.owner != ""
 	key := ""
@@ -139,10 +116,7 @@ func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (
 		}
 		key = r.shape + "\x00" + id + "\x00" + r.owner
 	}
-	var until time.Time // the end of the wait; zero: until ctx is done
-	if o.Wait >= 0 {
-		until = start.Add(o.Wait)
-	}
+	until := call.Until() // zero: until ctx is done
 	if r.reentrant && r.carried {
 		// One acquisition per owner and key at a time: a second one of the
 		// same owner re-enters once the first is granted instead of
@@ -150,17 +124,17 @@ func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (
 		// in progress.) The gate is waited for as long as Wait allows.
 		l, done, err := c.keeper.Enter(ctx, key, r.owner, until, c.onLost(o.OnLost))
 		if err != nil {
-			return nil, seam.Wrap("acquire", r.shape, r.name, err)
+			return nil, err
 		}
 		if l != nil {
 			return (*dlock.Lease)(l), nil // re-entered: the hold's own deadline stands
 		}
 		defer done()
 		if err := c.selfBlocked(r); err != nil {
-			return nil, seam.Wrap("acquire", r.shape, r.name, err)
+			return nil, err
 		}
 	}
-	n, sent, err := c.wait(sctx, r, until, o)
+	n, sent, err := c.wait(call.Store, r, until, o)
 	if err != nil {
 		switch {
 		case errors.Is(err, errClosed):
@@ -171,6 +145,19 @@ func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (
 		return nil, seam.StoreErr(ctx, "acquire", r.shape, r.name, err)
 	}
 	return c.grant(ctx, r, key, n, sent, o)
+}
+
+// limit returns why the client refuses an acquisition's options, or nil.
+func (c *Client) limit(o seam.Options) error {
+	err := o.Portable()
+	if err == nil {
+		err = o.NoLockDelay("ZooKeeper")
+	}
+	if err == nil && o.QueueTimeout != 0 && o.QueueTimeout < c.timeout {
+		err = fmt.Errorf("%w: queue timeout %v is shorter than the session timeout %v (a waiter's place lives as long as its session: shorten the session timeout instead)",
+			dlock.ErrInvalidDuration, o.QueueTimeout, c.timeout)
+	}
+	return err
 }
 
 // check returns why r cannot be acquired, or nil.
@@ -433,7 +420,7 @@ func (c *Client) grant(ctx context.Context, r *request, key string, n *node, sen
 	if o.Lease > 0 && !long {
 		g.TTL, g.Renewed, g.Session = o.Lease, false, nil
 	}
-	n.first = sent.Add(g.TTL - seam.Drift(g.TTL))
+	n.first = seam.LeaseEnd(sent, g.TTL)
 	c.remember(n)
 	c.quorum.answered(n.sid, sent, c.timeout/50)
 	l, err := c.keeper.Lease(ctx, g)
@@ -446,7 +433,7 @@ func (c *Client) grant(ctx context.Context, r *request, key string, n *node, sen
 	n.mu.Lock()
 	n.hold = c.keeper.HoldOf(l)
 	if long && !n.gone {
-		end := sent.Add(o.Lease - seam.Drift(o.Lease))
+		end := seam.LeaseEnd(sent, o.Lease)
 		n.leaseEnd = time.AfterFunc(time.Until(end), func() { c.expire(n) })
 	}
 	n.mu.Unlock()

@@ -103,7 +103,7 @@ func (n *node) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	if ok && err == nil {
 		n.mu.Lock()
 		if n.leaseEnd != nil && !n.gone {
-			n.leaseEnd.Reset(time.Until(sent.Add(ttl - seam.Drift(ttl))))
+			n.leaseEnd.Reset(time.Until(seam.LeaseEnd(sent, ttl)))
 		}
 		n.mu.Unlock()
 	}

@@ -270,7 +270,7 @@ func (c *Client) renew(sid int64, sent time.Time) bool {
 		return false
 	}
 	ttl := min(c.timeout, sent.Sub(base)+reach(c.timeout))
-	end := base.Add(ttl - seam.Drift(ttl))
+	end := seam.LeaseEnd(base, ttl)
 	for _, h := range c.keeper.Session(sid) {
 		if end.After(h.Ops().first) {
 			h.Renewed(base, ttl)
