@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 
@@ -166,7 +167,7 @@ func (b *batcher) flush() {
 		// itself, on the client's main pool (go-redis keeps another for
 		// pipelines).
 		if len(batch) == 1 {
-			batch[0].cmd = b.s.run(b.bg, batch[0].sc)
+			batch[0].cmd = b.closed(b.s.run(b.bg, batch[0].sc))
 			close(batch[0].done)
 			continue
 		}
@@ -175,10 +176,21 @@ func (b *batcher) flush() {
 			calls[i] = p.sc
 		}
 		for i, cmd := range b.s.pipelined(b.bg, b.s.rdb.Pipeline, calls, nil) {
-			batch[i].cmd = cmd
+			batch[i].cmd = b.closed(cmd)
 			close(batch[i].done)
 		}
 	}
+}
+
+// closed answers a call that Close cut with ErrClosed, as a queued call is
+// (endFlight): a flusher's calls run under the Client's context, which
+// Close cancels, and their callers are told that the Client closed, not
+// that a context of theirs was cancelled.
+func (b *batcher) closed(cmd *redis.Cmd) *redis.Cmd {
+	if b.bg.Err() != nil && errors.Is(cmd.Err(), context.Canceled) {
+		cmd.SetErr(ErrClosed)
+	}
+	return cmd
 }
 
 // endFlight ends a flight that cannot go on (the Client is closed): every

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,5 +221,107 @@ func TestReenteredReleasedWhole(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// gateHook holds the first two script calls that go-redis processes until
+// the gate of their kind opens, after telling held which kind each is: a
+// caller's (its context carries callerMark: a call on the caller's
+// goroutine) or the flusher's (under the Client's own context). Later
+// calls pass.
+type gateHook struct {
+	held                  chan bool // true: a caller's call
+	openCaller, openFlush chan struct{}
+	calls                 *atomic.Int64
+}
+
+type callerMark struct{}
+
+func (h gateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); (name == "fcall" || name == "evalsha") && h.calls.Add(1) <= 2 {
+			caller := ctx.Value(callerMark{}) != nil
+			h.held <- caller
+			if caller {
+				<-h.openCaller
+			} else {
+				<-h.openFlush
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A call Close cuts in the flusher (Close cancels the Client's context
+// between the flusher taking the call and go-redis sending it) ends its
+// Acquire with ErrClosed, never with a cancellation of a context the
+// caller did not cancel.
+func TestCloseCutsFlushedCall(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	h := gateHook{held: make(chan bool, 2), openCaller: make(chan struct{}), openFlush: make(chan struct{}), calls: new(atomic.Int64)}
+	c := newClient(t, rdb)
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb.AddHook(h)
+	ctx := context.WithValue(context.Background(), callerMark{}, true)
+	heldBy := func(want bool) {
+		t.Helper()
+		select {
+		case caller := <-h.held:
+			if caller != want {
+				t.Fatalf("a call held on the caller's goroutine: %v, want %v", caller, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no call reached the hook")
+		}
+	}
+	// A first Acquire's call in flight, on its caller's goroutine, makes
+	// the second's go through the flusher.
+	first := make(chan error, 1)
+	go func() {
+		l, err := c.Mutex("first").Acquire(ctx, dlock.Wait(0))
+		if err == nil {
+			_ = l.Unlock(context.Background())
+		}
+		first <- err
+	}()
+	heldBy(true)
+	second := make(chan error, 1)
+	go func() {
+		l, err := c.Mutex("second").Acquire(ctx, dlock.Wait(0))
+		if err == nil {
+			_ = l.Unlock(context.Background())
+		}
+		second <- err
+	}()
+	heldBy(false)
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	for { // a probe queues behind the held flush until Close has begun
+		pctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		l, err := c.Mutex("probe").Acquire(pctx, dlock.Wait(0))
+		cancel()
+		if errors.Is(err, dlock.ErrClosed) {
+			break // Close has cancelled the Client's context
+		}
+		if err == nil {
+			_ = l.Unlock(ctx)
+		}
+	}
+	close(h.openFlush)
+	if err := <-second; !errors.Is(err, dlock.ErrClosed) || errors.Is(err, context.Canceled) {
+		t.Errorf("the Acquire whose call Close cut: %v, want ErrClosed", err)
+	}
+	close(h.openCaller)
+	<-first // granted before Close took its holds, or ErrClosed: either is right
+	if err := <-closed; err != nil {
+		t.Fatal(err)
 	}
 }
