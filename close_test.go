@@ -284,23 +284,20 @@ func TestCloseCutsFlushedCall(t *testing.T) {
 	}
 	// A first Acquire's call in flight, on its caller's goroutine, makes
 	// the second's go through the flusher.
-	first := make(chan error, 1)
-	go func() {
-		l, err := c.Mutex("first").Acquire(ctx, dlock.Wait(0))
-		if err == nil {
-			_ = l.Unlock(context.Background())
-		}
-		first <- err
-	}()
+	try := func(name string) <-chan error { // one Acquire in the background; a grant is let go
+		done := make(chan error, 1)
+		go func() {
+			l, err := c.Mutex(name).Acquire(ctx, dlock.Wait(0))
+			if err == nil {
+				_ = l.Unlock(context.Background())
+			}
+			done <- err
+		}()
+		return done
+	}
+	first := try("first")
 	heldBy(true)
-	second := make(chan error, 1)
-	go func() {
-		l, err := c.Mutex("second").Acquire(ctx, dlock.Wait(0))
-		if err == nil {
-			_ = l.Unlock(context.Background())
-		}
-		second <- err
-	}()
+	second := try("second")
 	heldBy(false)
 	closed := make(chan error, 1)
 	go func() { closed <- c.Close() }()

@@ -26,8 +26,7 @@ type Request struct {
 // Acquisition is one Acquire call of a backend, begun by Keeper.Begin and
 // ended by End: the one start and end of every backend's Acquire.
 type Acquisition struct {
-	Shape, Name string
-	Options     Options
+	Options Options
 	// Store is the context the call's store requests run under: the
 	// caller's ctx, with the Observer's span when it is an
 	// observe.Tracer. A grant's Lease is made under the caller's ctx.
@@ -48,7 +47,7 @@ func (k *Keeper[O]) Begin(ctx context.Context, r Request, opts []Option) (Acquis
 }
 
 func (k *keeper) begin(ctx context.Context, r Request, opts []Option) (Acquisition, error) {
-	a := Acquisition{Shape: r.Shape, Name: r.Name, Start: time.Now()}
+	a := Acquisition{Start: time.Now()}
 	a.Store, a.call = k.startAcquire(ctx, r.Shape, r.Name)
 	err := CheckContext(ctx)
 	switch {
@@ -97,7 +96,7 @@ func (a *Acquisition) Until() time.Time {
 // another is wrapped with the call's shape and name; nil when err is nil.
 func (a *Acquisition) End(l *Lease, err error) error {
 	if err != nil && !namesCall(err) {
-		err = Wrap("acquire", a.Shape, a.Name, err)
+		err = Wrap("acquire", a.call.shape, a.call.name, err)
 	}
 	a.call.done(l, err)
 	return err

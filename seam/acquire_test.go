@@ -65,7 +65,7 @@ func TestBeginRefuses(t *testing.T) {
 		if !errors.Is(err, tc.want) || !strings.HasPrefix(err.Error(), tc.text) {
 			t.Errorf("%s: %v, want %q (%v)", tc.what, err, tc.text, tc.want)
 		}
-		if a.Shape != "" || a.Store != nil {
+		if a.Store != nil || !a.Start.IsZero() {
 			t.Errorf("%s: Begin returned an acquisition with its error: %+v", tc.what, a)
 		}
 		evs := obs.events()[before:]
