@@ -3,7 +3,6 @@ package etcdlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -83,9 +82,6 @@ func ahead(r *etcdserverpb.ResponseOp, rev int64) string {
 // ownWatchAfter is how long a waiter waits before it watches its own key.
 const ownWatchAfter = 500 * time.Millisecond
 
-// errRefused: a Wait(0) try found the lock held.
-var errRefused = errors.New("refused")
-
 // acquire is Acquire of every shape: check, re-enter, queue, wait, grant.
 func (c *Client) acquire(ctx context.Context, sh shape, opts []dlock.Option) (l *dlock.Lease, err error) {
 	call, err := c.keeper.Begin(ctx, seam.Request{Shape: sh.kind, Name: sh.name, Check: sh.check, Closed: c.isClosed}, opts)
@@ -93,46 +89,37 @@ func (c *Client) acquire(ctx context.Context, sh shape, opts []dlock.Option) (l 
 		return nil, err
 	}
 	defer func() { err = call.End((*seam.Lease)(l), err) }()
-	o := call.Options
-	a := &attempt{c: c, sh: sh, o: o, ctx: ctx, owner: seam.CarriedOwner(ctx), slot: -1}
-	switch {
-	case o.Wait > 0:
-		var cancel context.CancelFunc
-		a.wctx, cancel = context.WithDeadline(call.Store, call.Until())
-		defer cancel()
-	case o.Wait == 0: // one try, bounded against an etcd that does not answer
-		var cancel context.CancelFunc
-		a.wctx, cancel = context.WithTimeout(call.Store, c.ttl)
-		defer cancel()
-	default: // until ctx ends (a wait makes the watches' own context)
-		a.wctx = call.Store
-	}
+	a := &attempt{c: c, sh: sh, o: call.Options, ctx: ctx, owner: seam.CarriedOwner(ctx), slot: -1}
 	// Close ends the attempt, also in the middle of a request to an etcd
-	// that does not answer.
-	wctx, cancel := context.WithCancel(a.wctx)
+	// that does not answer; a try is bounded by the session TTL.
+	wctx, cancel := call.WaitContext(c.ttl, c.bg)
 	defer cancel()
-	defer context.AfterFunc(c.bg, cancel)()
 	a.wctx = untimed(wctx)
+	fail := func(err error) error { return call.Failed(a.wctx, err, c.isClosed, "etcd") }
 	if sh.hold != nil {
 		a.owner = seam.OwnerOf(ctx)
 		a.hold = sh.hold(a.owner)
 		joined, done, err := a.enter(call.Until())
-		if err != nil || joined != nil {
-			if err != nil {
-				return nil, a.fail(err)
-			}
+		if err != nil {
+			return nil, fail(err)
+		}
+		if joined != nil {
 			return joined, nil
 		}
 		defer done()
 	}
-	l, err = a.run()
-	if err != nil {
-		return nil, a.fail(err)
+	if sh.before != nil {
+		if l, err := sh.before(a); err != nil {
+			return nil, fail(err)
+		} else if l != nil {
+			return l, nil
+		}
 	}
-	return l, nil
+	sl, err := seam.Queue[*place](a.wctx, &call, a, c.isClosed, "etcd")
+	return (*dlock.Lease)(sl), err
 }
 
-// attempt is one Acquire call.
+// attempt is one Acquire call: the seam.Line of its keys.
 type attempt struct {
 	c     *Client
 	sh    shape
@@ -143,10 +130,30 @@ type attempt struct {
 	wctx  context.Context    // ctx (as a tracer sees it) bounded by the wait: every etcd call runs under it
 	own   clientv3.WatchChan // our own key's deletions, once watched
 	ownAt <-chan time.Time   // when to start watching our own key
-	last  error              // the last transient etcd error, for a refusal's detail
 	q     *queueLease        // our keys' lease of their own while they wait (QueueTimeout)
 	slot  int                // the slot of our keys' names while we queue; -1: none
 }
+
+// place is an attempt's keys in line, one in each of its shape's
+// directories.
+type place struct {
+	s    *session
+	keys []string
+	rev  int64  // their create revision
+	id   string // the holder's id in their metadata
+	at   int64  // the revision of the last look: a wait watches after it
+	blk  string // what the last look found in the way ("": nothing)
+	pfx  bool   // blk is a directory
+	// looked: the joining transaction read the line; the first Look takes
+	// its find.
+	looked bool
+	// watch is the context of the watch of our own key, set up (with the
+	// queue lease) when the place first waits; stop ends it.
+	watch context.Context
+	stop  context.CancelFunc
+}
+
+var _ seam.Line[*place] = (*attempt)(nil)
 
 // enter joins the owner's live hold of a reentrant shape (a re-entry etcd
 // does not hear of), waiting first, until until (zero: as long as ctx
@@ -160,65 +167,14 @@ func (a *attempt) enter(until time.Time) (*dlock.Lease, func(), error) {
 	return (*dlock.Lease)(l), done, err
 }
 
-func (a *attempt) run() (*dlock.Lease, error) {
-	if a.sh.before != nil {
-		if l, err := a.sh.before(a); l != nil || err != nil {
-			return l, err
-		}
-	}
-	for again := 0; ; {
-		l, err := a.queue()
-		switch {
-		case l != nil:
-			return l, nil
-		case err == nil && (a.o.Wait != 0 || again < 3):
-			// Our place went with our session (or was deleted): queue
-			// again, behind everyone; a try tries on a new session.
-			again++
-			continue
-		case err == nil:
-			return nil, errRefused
-		case transient(err) && a.o.Wait != 0 && a.wctx.Err() == nil:
-			a.last = err
-			sleep(a.wctx, 100*time.Millisecond)
-		default:
-			return nil, err
-		}
-	}
-}
-
-// fail turns what ended an attempt into Acquire's error.
-func (a *attempt) fail(err error) error {
-	kind, name := a.sh.kind, a.sh.name
-	switch {
-	case a.ctx.Err() != nil:
-		return seam.Wrap("acquire", kind, name, a.ctx.Err())
-	case a.c.bg.Err() != nil: // Close
-		return seam.Wrap("acquire", kind, name, dlock.ErrClosed)
-	case errors.Is(err, errRefused) || a.wctx.Err() != nil:
-		cause := a.last
-		if cause == nil && !errors.Is(err, errRefused) && !isCtxErr(err) {
-			cause = err
-		}
-		if cause != nil {
-			return seam.Wrap("acquire", kind, name, fmt.Errorf("%w (etcd: %v)", dlock.ErrNotAcquired, cause))
-		}
-		return seam.Wrap("acquire", kind, name, dlock.ErrNotAcquired)
-	case errors.Is(err, dlock.ErrClosed):
-		return seam.Wrap("acquire", kind, name, dlock.ErrClosed)
-	}
-	return seam.Wrap("acquire", kind, name, err)
-}
-
-// queue puts keys for this attempt in the lock's directories, with their
-// marks (lockdelay.go), and waits until nothing they must wait for is left:
-// no key in their way, and no orphan mark. It returns the grant, or nil,
-// nil when a key went away while waiting (its session ended, or someone
-// deleted it): the caller queues again, behind everyone.
-func (a *attempt) queue() (*dlock.Lease, error) {
-	s, err := a.c.session(a.wctx)
+// Join puts keys for this attempt in the lock's directories, with their
+// marks (lockdelay.go), and reads what is in their way in the same
+// transaction when the reads fit. ok is false when nothing stays (the
+// session ended first, or a key or mark of that name was left over).
+func (a *attempt) Join(ctx context.Context) (*place, bool, error) {
+	s, err := a.c.session(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	n := len(a.sh.dirs)
 	keys := make([]string, n)
@@ -244,7 +200,7 @@ func (a *attempt) queue() (*dlock.Lease, error) {
 	ops = append(ops, marks...)
 	puts := len(ops)
 	// The reads go with the puts when they fit in one transaction (a
-	// MultiLock of many names reads next, in the loop below).
+	// MultiLock of many names reads in its first Look).
 	read := puts+2*len(a.sh.first) <= maxTxnOps
 	if read {
 		ops = append(append(ops, a.sh.first...), a.c.markOps(a.sh.first)...)
@@ -254,128 +210,135 @@ func (a *attempt) queue() (*dlock.Lease, error) {
 		gc, ge := a.sh.guard()
 		cmps, orElse = append(cmps, gc...), ge
 	}
-	resp, err := a.c.cli.Txn(a.wctx).If(cmps...).Then(ops...).Else(orElse...).Commit()
+	resp, err := a.c.cli.Txn(ctx).If(cmps...).Then(ops...).Else(orElse...).Commit()
 	if err != nil {
 		if a.c.sessionGone(s, err) { // nothing was written
 			a.c.slots.give(a.slot)
 			a.slot = -1
-			return nil, nil
+			return nil, false, nil
 		}
 		a.c.deleteLater(keys, 0, a.slot) // the puts may have been applied
 		a.slot = -1
-		return nil, err
+		return nil, false, err
 	}
 	if !resp.Succeeded {
 		if a.sh.failed != nil {
-			if held, err := a.sh.failed(a.wctx, resp.Responses); !held { // nothing was written
+			if held, err := a.sh.failed(ctx, resp.Responses); !held { // nothing was written
 				a.c.slots.give(a.slot)
 				a.slot = -1
-				return nil, err
+				return nil, false, err
 			}
 		}
 		// a key or mark of that name exists (a mark of ours not yet
 		// deleted; a key never, by the slots' rule): leave the slot, queue
 		// again
 		a.slot = -1
-		return nil, nil
+		return nil, false, nil
 	}
-	rev, at := resp.Header.Revision, resp.Header.Revision
-	blk, pfx, looked := "", false, false
+	p := &place{s: s, keys: keys, rev: resp.Header.Revision, id: id, at: resp.Header.Revision}
 	if read {
 		f := len(a.sh.first)
-		blk, pfx, looked = a.inTheWay(resp.Responses[puts:puts+f], resp.Responses[puts+f:], rev)
-		if blk == "" {
-			return a.granted(s, keys, rev, id)
-		}
-		if a.o.Wait == 0 {
-			a.leave(keys, rev, s)
-			return nil, errRefused
-		}
+		p.blk, p.pfx = a.inTheWay(resp.Responses[puts:puts+f], resp.Responses[puts+f:], p.rev)
+		p.looked = true
 	}
-	wctx, cancel := context.WithCancel(a.wctx)
-	defer cancel()
-	if gone, err := a.waitOnOwnLease(s, keys, rev, id); err != nil || gone {
-		a.leave(keys, rev, s)
-		return nil, err
-	}
-	defer a.endOwnLease()
-	// Our own key's deletion ends the wait (etcd-io/etcd#19597): a watch
-	// on it, from the moment we queued, started once we have waited
-	// ownWatchAfter (a hand-off in a busy queue comes sooner, and a watch
-	// for every waiter costs the queue a fifth of its pace on etcd with
-	// fsync). A session etcd expired is seen by the keepalive too. (The
-	// keys of one attempt are deleted together, by a session or a queue
-	// lease that ends; one deleted from outside is found by the checks.)
-	a.own, a.ownAt = nil, time.After(ownWatchAfter)
-	startOwn := func() {
-		a.own = a.c.cli.Watch(wctx, keys[0], clientv3.WithRev(rev+1), clientv3.WithFilterPut())
-	}
-	for {
-		if looked {
-			gone, err := a.waitFor(wctx, s, blk, pfx, at, startOwn)
-			if err != nil {
-				a.leave(keys, rev, s)
-				return nil, err
-			}
-			if gone {
-				a.leave(keys, rev, s)
-				return nil, nil
-			}
-		}
-		later := a.sh.later(rev)
+	return p, true, nil
+}
+
+// Look reads what is in the way of p's keys (the join's find, the first
+// time): Gone if a key of p's is gone (its session ended, or someone
+// deleted it).
+func (a *attempt) Look(ctx context.Context, p *place) (seam.Stand, error) {
+	if !p.looked {
+		n := len(p.keys)
+		later := a.sh.later(p.rev)
 		reads := make([]clientv3.Op, 0, n+2*len(later))
-		for _, k := range keys {
+		for _, k := range p.keys {
 			reads = append(reads, clientv3.OpGet(k, clientv3.WithKeysOnly()))
 		}
 		reads = append(append(reads, later...), a.c.markOps(later)...)
-		resps, r, err := a.c.read(a.wctx, reads)
+		resps, r, err := a.c.read(ctx, reads)
 		if err != nil {
-			if transient(err) && a.wctx.Err() == nil {
-				a.last = err
-				looked = false
-				sleep(a.wctx, 100*time.Millisecond)
-				continue
-			}
-			a.leave(keys, rev, s)
-			return nil, err
+			return seam.Behind, err
 		}
 		for _, r := range resps[:n] {
 			if len(r.GetResponseRange().GetKvs()) == 0 {
-				a.leave(keys, rev, s) // the others, if one was deleted from outside
-				return nil, nil       // our place is gone: queue again
+				return seam.Gone, nil
 			}
 		}
 		if a.sh.recheck != nil {
 			if err := a.sh.recheck(resps[n : n+len(later)]); err != nil {
-				a.leave(keys, rev, s)
-				return nil, err
+				return seam.Behind, err
 			}
 		}
-		at = r
-		if blk, pfx, looked = a.inTheWay(resps[n:n+len(later)], resps[n+len(later):], rev); blk == "" {
-			return a.granted(s, keys, rev, id)
+		p.at = r
+		p.blk, p.pfx = a.inTheWay(resps[n:n+len(later)], resps[n+len(later):], p.rev)
+	}
+	p.looked = false
+	if p.blk == "" {
+		return seam.Granted, nil
+	}
+	return seam.Behind, nil
+}
+
+// Wait waits for a deletion of what the last look found in p's way. The
+// first wait moves p's keys to a lease of their own (QueueTimeout); a
+// wait that lasts watches p's own key too (etcd-io/etcd#19597): a watch
+// on it, from the moment we queued, started once we have waited
+// ownWatchAfter (a hand-off in a busy queue comes sooner, and a watch for
+// every waiter costs the queue a fifth of its pace on etcd with fsync). A
+// session etcd expired is seen by the keepalive too. (The keys of one
+// attempt are deleted together, by a session or a queue lease that ends;
+// one deleted from outside is found by the looks.)
+func (a *attempt) Wait(ctx context.Context, p *place) (gone bool, err error) {
+	if p.watch == nil {
+		if gone, err := a.waitOnOwnLease(p.s, p.keys, p.rev, p.id); err != nil || gone {
+			return gone, err
 		}
-		if a.o.Wait == 0 { // a try of a MultiLock that read after its puts
-			a.leave(keys, rev, s)
-			return nil, errRefused
-		}
+		p.watch, p.stop = context.WithCancel(ctx)
+		a.own, a.ownAt = nil, time.After(ownWatchAfter)
+	}
+	return a.waitFor(ctx, p)
+}
+
+// Grant turns p into the Lease (granted).
+func (a *attempt) Grant(ctx context.Context, p *place) (*seam.Lease, error) {
+	defer a.stopWaiting(p)
+	l, err := a.granted(p.s, p.keys, p.rev, p.id)
+	return (*seam.Lease)(l), err
+}
+
+// Leave deletes p's keys (those still ours); if etcd does not answer, the
+// delete is retried in the background while the session lives
+// (afterwards the keys are gone anyway).
+func (a *attempt) Leave(p *place) {
+	a.leave(p.keys, p.rev, p.s)
+	a.stopWaiting(p)
+}
+
+// stopWaiting ends p's queue lease and the watch of its own key.
+func (a *attempt) stopWaiting(p *place) {
+	a.endOwnLease()
+	if p.stop != nil {
+		p.stop()
 	}
 }
+
+// Transient reports an etcd error worth trying again within a wait: no
+// leader, a timeout inside the cluster, an unreachable member, overload.
+func (a *attempt) Transient(err error) bool { return transient(err) }
 
 // inTheWay reads what is in the way of keys created at rev, from the
 // responses of the shape's reads of the keys and of the marks: the key to
 // wait for, or an orphan mark (timed, lockdelay.go), or a directory of
-// either with prefix set; "" for none. looked is true (the caller waits
-// before it reads again) unless nothing is in the way.
-func (a *attempt) inTheWay(keys, marks []*etcdserverpb.ResponseOp, rev int64) (blk string, prefix, looked bool) {
+// either with prefix set; "" for none.
+func (a *attempt) inTheWay(keys, marks []*etcdserverpb.ResponseOp, rev int64) (blk string, prefix bool) {
 	if blk, prefix = a.sh.blocker(keys, rev); blk != "" {
-		return blk, prefix, true
+		return blk, prefix
 	}
 	if blk, prefix = a.sh.orphanBlocker(keys, marks, rev); blk != "" {
 		a.c.timeOrphans(a.wctx, a.sh.areas(), rev)
-		return blk, prefix, true
 	}
-	return "", false, false
+	return blk, prefix
 }
 
 // markValue returns the value of this attempt's marks, for a hold kept by
@@ -387,19 +350,20 @@ func (a *attempt) markValue(keep time.Duration) string {
 	return markValue(a.o.LockDelay, keep)
 }
 
-// waitFor waits until blk (a directory with pfx) has a deletion after
-// revision at (true: look again), or our own key or session is gone (gone).
-func (a *attempt) waitFor(ctx context.Context, s *session, blk string, pfx bool, at int64, startOwn func()) (gone bool, err error) {
+// waitFor waits until what the last look found in p's way has a deletion
+// after that look (false: look again), or p's own key or session is gone
+// (gone).
+func (a *attempt) waitFor(ctx context.Context, p *place) (gone bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	opts := []clientv3.OpOption{clientv3.WithRev(at + 1), clientv3.WithFilterPut()}
-	if pfx {
+	opts := []clientv3.OpOption{clientv3.WithRev(p.at + 1), clientv3.WithFilterPut()}
+	if p.pfx {
 		opts = append(opts, clientv3.WithPrefix())
 	}
-	wch := a.c.cli.Watch(ctx, blk, opts...)
+	wch := a.c.cli.Watch(ctx, p.blk, opts...)
 	var wake clientv3.WatchChan
 	if a.sh.wake != "" {
-		wake = a.c.cli.Watch(ctx, a.sh.wake, clientv3.WithRev(at+1))
+		wake = a.c.cli.Watch(ctx, a.sh.wake, clientv3.WithRev(p.at+1))
 	}
 	var qgone <-chan struct{}
 	if a.q != nil {
@@ -427,10 +391,10 @@ func (a *attempt) waitFor(ctx context.Context, s *session, blk string, pfx bool,
 			}
 		case <-a.ownAt:
 			a.ownAt = nil
-			startOwn()
+			a.own = a.c.cli.Watch(p.watch, p.keys[0], clientv3.WithRev(p.rev+1), clientv3.WithFilterPut())
 		case <-qgone:
 			return true, nil
-		case <-s.done:
+		case <-p.s.done:
 			return true, nil
 		case <-a.c.bg.Done(): // Close
 			return false, dlock.ErrClosed
@@ -440,9 +404,7 @@ func (a *attempt) waitFor(ctx context.Context, s *session, blk string, pfx bool,
 	}
 }
 
-// leave deletes our keys (those still ours) when we stop waiting; if etcd
-// does not answer, the delete is retried in the background while the
-// session lives (afterwards the keys are gone anyway).
+// leave deletes keys (those created at rev) and gives their slot back.
 func (a *attempt) leave(keys []string, rev int64, s *session) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.wctx), 2*time.Second)
 	defer cancel()

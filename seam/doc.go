@@ -18,6 +18,14 @@
 //	// ... grant the lock in the store: its token, when the request was sent ...
 //	return k.Lease(ctx, seam.Grant[*myOps]{Shape: "lock", Name: name, Key: key, ...})
 //
+// A store that keeps a lock's waiters in line (etcd's keys, ZooKeeper's
+// sequential nodes) need not write its own acquire loop: it writes a
+// Line, its operations on one call's place (Join, Look, Wait, Grant,
+// Leave, Transient), and Queue runs them under the call's WaitContext,
+// with every decision the same on every such backend: when a lost place
+// joins again, when a try is refused, which errors are tried again and
+// how often, when the wait is over, what Acquire returns.
+//
 // The Keeper supplies everything users see: the Lease, its Context
 // cancelled with cause ErrLockLost on loss, Done, Err, Unlock / Extend /
 // Verify driving the grant's GrantOps, the local deadline on the monotonic

@@ -134,17 +134,12 @@ func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (
 			return nil, err
 		}
 	}
-	n, sent, err := c.wait(call.Store, r, until, o)
-	if err != nil {
-		switch {
-		case errors.Is(err, errClosed):
-			err = dlock.ErrClosed
-		case errors.Is(err, errWaitOver):
-			err = dlock.ErrNotAcquired
-		}
-		return nil, seam.StoreErr(ctx, "acquire", r.shape, r.name, err)
-	}
-	return c.grant(ctx, r, key, n, sent, o)
+	// A try is bounded by the session timeout; Close ends the wait (each
+	// request watches it: call).
+	wctx, cancel := call.WaitContext(c.timeout, nil)
+	defer cancel()
+	sl, err := seam.Queue(wctx, &call, &line{c: c, r: r, ctx: ctx, key: key, o: o}, c.closed, "zookeeper")
+	return (*dlock.Lease)(sl), err
 }
 
 // limit returns why the client refuses an acquisition's options, or nil.
@@ -223,141 +218,152 @@ func (c *Client) selfBlocked(r *request) error {
 	return nil
 }
 
-var errWaitOver = errors.New("wait over")
+// line is one Acquire call's seam.Line: its nodes (a MultiLock's: one on
+// each member) in their directories.
+type line struct {
+	c   *Client
+	r   *request
+	ctx context.Context // the caller's: a grant is handed over under it
+	key string          // the Keeper key of a reentrant shape's hold
+	o   seam.Options
+}
 
-// wait queues a node for r (a MultiLock: one on each member, in one
-// transaction) and returns it once granted, with the send time of the
-// request that confirmed it (its session was alive then). On any error its
-// nodes are deleted.
-func (c *Client) wait(ctx context.Context, r *request, until time.Time, o seam.Options) (*node, time.Time, error) {
+// spot is a line's nodes, made by one transaction.
+type spot struct {
+	n     *node
+	dirs  []string
+	got   created
+	next  int       // the first directory whose node is not yet known first in line
+	sent  time.Time // when the request that last confirmed the nodes was sent (their session was alive then)
+	dir   string    // where the last look found something in the way
+	watch string    // the member to watch there ("": the whole directory)
+	seen  []string  // the directory's children at that look
+	again *time.Timer
+}
+
+var _ seam.Line[*spot] = (*line)(nil)
+
+// Join queues a node for the request (a MultiLock: one on each member, in
+// one transaction). ok is false when a permit's count changed meanwhile.
+func (l *line) Join(ctx context.Context) (*spot, bool, error) {
+	c, r := l.c, l.r
 	names := r.members()
 	dirs := make([]string, len(names))
 	for i, name := range names {
 		dirs[i] = c.dir(r.family, name)
 	}
-	data := c.nodeData(r, o)
-	for {
-		attempt := newAttempt()
-		got, sid, err := c.create(ctx, dirs, r.kind, attempt, data, c.countCheck(r))
-		if errors.Is(err, errCount) { // nothing was made: see what count ZooKeeper keeps
-			if err := c.settle(ctx, r); err != nil {
-				return nil, time.Time{}, err
-			}
-			continue
-		}
-		if err != nil {
-			return nil, time.Time{}, err
-		}
-		n := &node{c: c, attempt: attempt, path: got.paths[0], more: got.paths[1:], kind: r.kind, owner: r.nodeOwner(), sid: sid, czxid: got.czxid}
-		sent := got.sent // the session was alive then, if no listing is needed
-		for i, dir := range dirs {
-			if i < len(got.alone) && got.alone[i] {
-				continue // the only node in its directory: first in line
-			}
-			if sent, err = c.await(ctx, r, dir, got.paths[i], sid, attempt, until); err != nil {
-				break
-			}
-		}
-		if err == nil {
-			return n, sent, nil
-		}
-		c.giveUp(n)
-		if !errors.Is(err, errNodeGone) {
-			return nil, time.Time{}, err
-		}
-		// A node vanished (the session expired, or it was deleted): queue again.
+	attempt := newAttempt()
+	got, sid, err := c.create(ctx, dirs, r.kind, attempt, c.nodeData(r, l.o), c.countCheck(r))
+	if errors.Is(err, errCount) { // nothing was made: see what count ZooKeeper keeps
+		return nil, false, c.settle(ctx, r)
 	}
+	if err != nil {
+		return nil, false, err
+	}
+	n := &node{c: c, attempt: attempt, path: got.paths[0], more: got.paths[1:], kind: r.kind, owner: r.nodeOwner(), sid: sid, czxid: got.czxid}
+	return &spot{n: n, dirs: dirs, got: got, sent: got.sent}, true, nil
 }
 
-var errNodeGone = errors.New("our node is gone")
-
-// await waits until path, r's node in dir, is granted, watching only what
-// it waits for.
-func (c *Client) await(ctx context.Context, r *request, dir, path string, sid int64, attempt string, until time.Time) (time.Time, error) {
-	me := path[len(dir)+1:]
-	backoff := 20 * time.Millisecond
-	var over <-chan time.Time // the end of the wait
-	var recheck *time.Timer
-	for {
+// Look lists, directory by directory, where p's nodes stand: Granted once
+// each is first in line (a node that was alone in its directory when made
+// is, without a listing), Gone if one vanished (its session expired, or
+// it was deleted).
+func (l *line) Look(ctx context.Context, p *spot) (seam.Stand, error) {
+	c, r := l.c, l.r
+	for ; p.next < len(p.dirs); p.next++ {
+		if p.next < len(p.got.alone) && p.got.alone[p.next] {
+			continue
+		}
+		dir, path := p.dirs[p.next], p.got.paths[p.next]
+		me := path[len(dir)+1:]
 		sent := time.Now()
 		children, err := call(ctx, c, func() ([]string, error) {
 			ch, _, err := c.conn.Children(dir)
 			return ch, err
 		})
-		if retryable(err) {
-			if err := sleep(ctx, c, backoff); err != nil {
-				return time.Time{}, err
-			}
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
 		if err != nil {
-			return time.Time{}, err
+			return seam.Behind, err
 		}
-		if c.conn.SessionID() != sid {
-			return time.Time{}, errNodeGone
+		if c.conn.SessionID() != p.n.sid {
+			return seam.Gone, nil
 		}
-		p := r.admitted(c, dir, me, attempt, children)
-		if !p.found {
-			return time.Time{}, errNodeGone
+		pl := r.admitted(c, dir, me, p.n.attempt, children)
+		if !pl.found {
+			return seam.Gone, nil
 		}
-		for _, tw := range p.twins { // a twin of ours (a create applied late) blocks nobody
-			go c.deletePath(dir+"/"+tw, sid)
+		for _, tw := range pl.twins { // a twin of ours (a create applied late) blocks nobody
+			go c.deletePath(dir+"/"+tw, p.n.sid)
 		}
 		if r.kind == kindPermit { // the count, read after the listing (see recheck)
 			changed, err := c.recheck(ctx, r)
-			if retryable(err) || changed {
+			if err != nil {
+				return seam.Behind, err
+			}
+			if changed {
+				p.next--
 				continue
 			}
-			if err != nil {
-				return time.Time{}, err
-			}
 		}
-		if p.ok {
-			return sent, nil
+		if !pl.ok {
+			p.dir, p.watch, p.seen = dir, pl.watch, children
+			return seam.Behind, nil
 		}
-		watch := p.watch
-		if err := ctx.Err(); err != nil {
-			return time.Time{}, err
+		p.sent = sent
+	}
+	return seam.Granted, nil
+}
+
+// Wait watches only what the last look found in p's way, and returns when
+// it changes, or after the session timeout without a change (a watch is
+// re-set after a reconnection, but the line must never hang on one).
+func (l *line) Wait(ctx context.Context, p *spot) (bool, error) {
+	c := l.c
+	ev, err := c.watch(ctx, p.dir, p.watch, p.seen)
+	if err != nil || ev == nil {
+		// already gone, or the directory changed, or the connection is
+		// down: look again (a look that fails pauses)
+		if err != nil && !retryable(err) {
+			return false, err
 		}
-		if !until.IsZero() && !time.Now().Before(until) {
-			return time.Time{}, errWaitOver
-		}
-		if over == nil && !until.IsZero() {
-			t := time.NewTimer(time.Until(until))
-			defer t.Stop()
-			over = t.C
-		}
-		ev, err := c.watch(ctx, dir, watch, children)
-		if retryable(err) {
-			continue
-		}
-		if err != nil {
-			return time.Time{}, err
-		}
-		if ev == nil {
-			continue // already gone, or the directory changed: look again
-		}
-		if recheck == nil {
-			recheck = time.NewTimer(c.timeout)
-			defer recheck.Stop()
-		} else {
-			recheck.Reset(c.timeout)
-		}
-		select {
-		case <-ev:
-		case <-recheck.C:
-			// Look again even without an event: a watch is re-set after a
-			// reconnection, but the queue must never hang on one.
-		case <-over:
-			return time.Time{}, errWaitOver
-		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
-		case <-c.done:
-			return time.Time{}, errClosed
-		}
+		return false, nil
+	}
+	if p.again == nil {
+		p.again = time.NewTimer(c.timeout)
+	} else {
+		p.again.Reset(c.timeout)
+	}
+	select {
+	case <-ev:
+	case <-p.again.C:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-c.done:
+		return false, errClosed
+	}
+	return false, nil
+}
+
+// Grant hands p's nodes to the Keeper (grant).
+func (l *line) Grant(ctx context.Context, p *spot) (*seam.Lease, error) {
+	l.stop(p)
+	dl, err := l.c.grant(l.ctx, l.r, l.key, p.n, p.sent, l.o)
+	return (*seam.Lease)(dl), err
+}
+
+// Leave deletes p's nodes (giveUp).
+func (l *line) Leave(p *spot) {
+	l.stop(p)
+	l.c.giveUp(p.n)
+}
+
+func (l *line) stop(p *spot) {
+	if p.again != nil {
+		p.again.Stop()
 	}
 }
+
+// Transient reports a lost connection: the request is tried again.
+func (l *line) Transient(err error) bool { return retryable(err) }
 
 // watch sets a watch on dir/name (the whole directory when name is "") and
 // returns its channel, or nil if the node is already gone, or the
