@@ -96,11 +96,11 @@ func (a *Acquisition) WaitContext(try time.Duration, client context.Context) (co
 // the last transient error of the service, if any, as "(<service>:
 // <error>)"), ctx's caller gives up (its ctx's error), or the client is
 // closed (ErrClosed: closed reports it); the error is End's to name. ctx
-// is a's WaitContext. A place
-// that is lost joins again, behind everyone; a try (Wait(0)) is refused
-// when it finds the lock held and does not wait. A transient error is
-// tried again, after a pause, while the wait lasts; another ends the call.
-// Every place that does not become the Lease is left.
+// is a's WaitContext. A place that is lost joins again, behind everyone;
+// a try (Wait(0)) is refused when it finds the lock held and does not
+// wait. A transient error is tried again, after a pause, while the wait
+// lasts; another ends the call. Every place that does not become the
+// Lease is left.
 func Queue[P any](ctx context.Context, a *Acquisition, line Line[P], closed func() bool, service string) (*Lease, error) {
 	q := queue[P]{line: line, ctx: ctx, try: a.Options.Wait == 0, pause: firstPause}
 	l, err := q.run()
