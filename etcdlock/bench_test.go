@@ -18,6 +18,7 @@ import (
 	"github.com/dlockgo/dlock"
 	"github.com/dlockgo/dlock/internal/deadlinebench"
 	"github.com/dlockgo/dlock/internal/etcdproc"
+	"github.com/dlockgo/dlock/internal/proc"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -158,20 +159,14 @@ type tally struct {
 // ETCDLOCK_BENCH_FSYNC_PID or ETCDLOCK_BENCH_NOFSYNC_PID (0: unknown).
 var serverPID int
 
-// procCPU returns the CPU time (user + system) process pid has used, from
-// /proc (0 if it cannot be read).
+// procCPU returns the CPU time (user + system) process pid has used (0 if
+// pid is 0 or its /proc entry cannot be read).
 func procCPU(pid int) time.Duration {
 	if pid == 0 {
 		return 0
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64) // fields 14 and 15 of stat, after pid and comm
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+	d, _ := proc.CPU(pid)
+	return d
 }
 
 // cpuTime returns the CPU time the process has used.

@@ -225,21 +225,14 @@ func TestStopKillsAfterTimeout(t *testing.T) {
 	}
 }
 
-// cpuTicks returns the user and system time of pid in clock ticks.
-func cpuTicks(t *testing.T, pid int) int64 {
+// cpuTicks returns the user and system time of pid.
+func cpuTicks(t *testing.T, pid int) time.Duration {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	d, err := CPU(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	// After the state (f[0]): utime and stime are fields 14 and 15 of stat.
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	s, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		t.Fatalf("stat of %d: %q", pid, b)
-	}
-	return u + s
+	return d
 }
 
 // Pause returns only once every thread of a multi-threaded process has
