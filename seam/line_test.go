@@ -17,6 +17,7 @@ type lineSvc struct {
 	mu      sync.Mutex
 	line    []*ticket
 	changed chan struct{} // closed at every change of line
+	moved   chan struct{} // closed at every release of mu (waitFor's wake-up)
 	next    int64
 	// faults, each used up as it is taken
 	joinErrs []error // Join's next errors
@@ -31,7 +32,16 @@ type ticket struct {
 	in bool // still in line
 }
 
-func newLineSvc() *lineSvc { return &lineSvc{changed: make(chan struct{})} }
+func newLineSvc() *lineSvc {
+	return &lineSvc{changed: make(chan struct{}), moved: make(chan struct{})}
+}
+
+// unlock releases mu and wakes waitFor: every change is made under mu.
+func (s *lineSvc) unlock() {
+	close(s.moved)
+	s.moved = make(chan struct{})
+	s.mu.Unlock()
+}
 
 // changedLocked wakes the waiters; mu is held.
 func (s *lineSvc) changedLocked() {
@@ -41,7 +51,7 @@ func (s *lineSvc) changedLocked() {
 
 func (s *lineSvc) remove(t *ticket) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	s.removeLocked(t)
 }
 
@@ -78,7 +88,7 @@ func (l svcLine) Transient(err error) bool { return errors.Is(err, errBlip) }
 func (l svcLine) Join(ctx context.Context) (*ticket, bool, error) {
 	s := l.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	s.joins++
 	if err := take(&s.joinErrs); err != nil {
 		return nil, false, err
@@ -92,7 +102,7 @@ func (l svcLine) Join(ctx context.Context) (*ticket, bool, error) {
 func (l svcLine) Look(ctx context.Context, t *ticket) (Stand, error) {
 	s := l.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if err := take(&s.lookErrs); err != nil {
 		return Behind, err
 	}
@@ -110,7 +120,7 @@ func (l svcLine) Wait(ctx context.Context, t *ticket) (bool, error) {
 	s.mu.Lock()
 	s.waits++
 	ch := s.changed
-	s.mu.Unlock()
+	s.unlock()
 	select {
 	case <-ch:
 		return false, nil
@@ -128,7 +138,7 @@ func (l svcLine) Grant(ctx context.Context, t *ticket) (*Lease, error) {
 		s.late--
 		s.removeLocked(t)
 	}
-	s.mu.Unlock()
+	s.unlock()
 	if late {
 		return nil, nil
 	}
@@ -138,7 +148,7 @@ func (l svcLine) Grant(ctx context.Context, t *ticket) (*Lease, error) {
 func (l svcLine) Leave(t *ticket) {
 	l.s.mu.Lock()
 	l.s.leaves++
-	l.s.mu.Unlock()
+	l.s.unlock()
 	l.s.remove(t)
 }
 
@@ -264,11 +274,15 @@ func TestQueueWait(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitFor(t, s, func() bool { return s.waits == 1 })
+	if err := waitFor(s, func() bool { return s.waits == 1 }); err != nil {
+		t.Fatal(err)
+	}
 	s.mu.Lock()
 	s.removeLocked(s.line[1]) // the waiter's place is lost (its session ended, say)
-	s.mu.Unlock()
-	waitFor(t, s, func() bool { return s.joins == 3 && s.waits == 2 })
+	s.unlock()
+	if err := waitFor(s, func() bool { return s.joins == 3 && s.waits == 2 }); err != nil {
+		t.Fatal(err)
+	}
 	if err := l.Unlock(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -293,21 +307,22 @@ func TestQueueWait(t *testing.T) {
 	}
 }
 
-// waitFor waits until cond holds under s.mu.
-func waitFor(t *testing.T, s *lineSvc, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+// waitFor waits until cond holds under s.mu, for at most 10 s.
+func waitFor(s *lineSvc, cond func() bool) error {
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
 	for {
 		s.mu.Lock()
-		ok := cond()
+		ok, moved := cond(), s.moved
 		s.mu.Unlock()
 		if ok {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10s")
+		select {
+		case <-moved:
+		case <-deadline.C:
+			return errors.New("condition not reached in 10s")
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -355,12 +370,22 @@ func TestQueueErrors(t *testing.T) {
 	held := holdLine(t, k, s)
 	defer held.Unlock(ctx)
 	cctx, cancel := context.WithCancel(ctx)
-	go func() { waitFor(t, s, func() bool { return len(s.line) == 2 }); cancel() }()
+	go func() {
+		if err := waitFor(s, func() bool { return len(s.line) == 2 }); err != nil {
+			t.Error(err)
+		}
+		cancel()
+	}()
 	if _, err := queueOn(cctx, k, s, nil); !errors.Is(err, context.Canceled) || errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("the caller gave up: %v", err)
 	}
 	client, closeClient := context.WithCancel(ctx)
-	go func() { waitFor(t, s, func() bool { return len(s.line) == 2 }); closeClient() }()
+	go func() {
+		if err := waitFor(s, func() bool { return len(s.line) == 2 }); err != nil {
+			t.Error(err)
+		}
+		closeClient()
+	}()
 	if _, err := queueOn(ctx, k, s, client); !errors.Is(err, ErrClosed) {
 		t.Fatalf("the client closed: %v", err)
 	}

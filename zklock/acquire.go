@@ -231,9 +231,8 @@ type line struct {
 // spot is a line's nodes, made by one transaction.
 type spot struct {
 	n     *node
-	dirs  []string
-	got   created
-	next  int       // the first directory whose node is not yet known first in line
+	alone []bool    // per node: it was its directory's only child when made (created.alone)
+	next  int       // the first node not yet known first in line
 	sent  time.Time // when the request that last confirmed the nodes was sent (their session was alive then)
 	dir   string    // where the last look found something in the way
 	watch string    // the member to watch there ("": the whole directory)
@@ -261,7 +260,7 @@ func (l *line) Join(ctx context.Context) (*spot, bool, error) {
 		return nil, false, err
 	}
 	n := &node{c: c, attempt: attempt, path: got.paths[0], more: got.paths[1:], kind: r.kind, owner: r.nodeOwner(), sid: sid, czxid: got.czxid}
-	return &spot{n: n, dirs: dirs, got: got, sent: got.sent}, true, nil
+	return &spot{n: n, alone: got.alone, sent: got.sent}, true, nil
 }
 
 // Look lists, directory by directory, where p's nodes stand: Granted once
@@ -270,12 +269,16 @@ func (l *line) Join(ctx context.Context) (*spot, bool, error) {
 // it was deleted).
 func (l *line) Look(ctx context.Context, p *spot) (seam.Stand, error) {
 	c, r := l.c, l.r
-	for ; p.next < len(p.dirs); p.next++ {
-		if p.next < len(p.got.alone) && p.got.alone[p.next] {
+	for ; p.next <= len(p.n.more); p.next++ {
+		if p.next < len(p.alone) && p.alone[p.next] {
 			continue
 		}
-		dir, path := p.dirs[p.next], p.got.paths[p.next]
-		me := path[len(dir)+1:]
+		path := p.n.path
+		if p.next > 0 {
+			path = p.n.more[p.next-1]
+		}
+		slash := strings.LastIndexByte(path, '/')
+		dir, me := path[:slash], path[slash+1:]
 		sent := time.Now()
 		children, err := call(ctx, c, func() ([]string, error) {
 			ch, _, err := c.conn.Children(dir)
