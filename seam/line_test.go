@@ -28,8 +28,9 @@ type lineSvc struct {
 }
 
 type ticket struct {
-	n  int64
-	in bool // still in line
+	n      int64
+	in     bool          // still in line
+	looked chan struct{} // the service's changed at the last Look: closed once the line moved since
 }
 
 func newLineSvc() *lineSvc {
@@ -112,6 +113,7 @@ func (l svcLine) Look(ctx context.Context, t *ticket) (Stand, error) {
 	case s.line[0] == t:
 		return Granted, nil
 	}
+	t.looked = s.changed
 	return Behind, nil
 }
 
@@ -119,7 +121,7 @@ func (l svcLine) Wait(ctx context.Context, t *ticket) (bool, error) {
 	s := l.s
 	s.mu.Lock()
 	s.waits++
-	ch := s.changed
+	ch := t.looked // a change between the Look and now wakes this Wait at once
 	s.unlock()
 	select {
 	case <-ch:
