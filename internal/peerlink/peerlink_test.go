@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dlockgo/dlock/internal/freeport"
 )
 
 // The tests' other members are the test binary re-executed: it waits for a
@@ -332,5 +334,95 @@ func TestProxyNoGapAfterCut(t *testing.T) {
 	p.Close()
 	if s := <-got; s != "before " {
 		t.Fatalf("the server read %q through a connection that lost data, want only %q", s, "before ")
+	}
+}
+
+// A Mesh's proxy in front of a member whose port refuses holds a
+// connection while it dials again: a member that starts listening within
+// memberRedial gets it, as a peer's own retry would have; one that does
+// not comes to a closed connection after memberRedial, never at once. A
+// plain Proxy closes at once.
+func TestMeshRedial(t *testing.T) {
+	a, b := &member{name: "a"}, &member{name: "b"}
+	a.pid.Store(int64(os.Getpid()))
+	mesh := NewMesh([]*member{a, b})
+	defer mesh.Close()
+	target, err := freeport.Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	front, err := Front(mesh, b, "", target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Nothing listens for memberRedial: the connection is closed then.
+	c, err := net.Dial("tcp", front.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	c.SetDeadline(start.Add(memberRedial + 5*time.Second))
+	_, err = c.Read(make([]byte, 1))
+	took := time.Since(start)
+	c.Close()
+	if err == nil || errors.Is(err, os.ErrDeadlineExceeded) || took < memberRedial-100*time.Millisecond {
+		t.Fatalf("a connection to a port that kept refusing: %v after %v, want it closed after about %v", err, took, memberRedial)
+	}
+
+	// The member listens 200 ms after the connection: it goes through.
+	c, err = net.Dial("tcp", front.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	listening := make(chan net.Listener, 1)
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		ln, err := net.Listen("tcp", target)
+		if err != nil {
+			t.Error(err)
+			listening <- nil
+			return
+		}
+		listening <- ln
+		for {
+			s, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer s.Close()
+				if line, err := bufio.NewReader(s).ReadString('\n'); err == nil {
+					io.WriteString(s, "pong to "+line)
+				}
+			}()
+		}
+	}()
+	c.SetDeadline(time.Now().Add(memberRedial + 5*time.Second))
+	io.WriteString(c, "ping\n")
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if ln := <-listening; ln != nil {
+		defer ln.Close()
+	}
+	if err != nil || line != "pong to ping\n" {
+		t.Fatalf("a connection made while the member was not yet listening: %q, %v; want it through once the member listens", line, err)
+	}
+
+	// A plain Proxy to a refusing port closes the connection at once.
+	p, err := NewProxy(func() string { a, _ := freeport.Addr(); return a }())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	start = time.Now()
+	c2.SetDeadline(start.Add(5 * time.Second))
+	if _, err = c2.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) > memberRedial/2 {
+		t.Fatalf("a plain proxy to a refusing port: %v after %v, want closed at once", err, time.Since(start))
 	}
 }

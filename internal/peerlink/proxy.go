@@ -87,17 +87,21 @@ type Proxy struct {
 	gateOf  func(net.Conn) *Gate // the gate of an accepted connection
 	own     *Gate                // NewProxy's single gate
 	rewrite Rewrite
+	// redial is how long a connection whose target refuses it is kept
+	// open while the proxy dials again (0: it is closed at once).
+	redial time.Duration
 
-	mu    sync.Mutex
-	conns map[net.Conn]struct{} // both ends of every open pair
-	wg    sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{} // both ends of every open pair
+	closing chan struct{}         // closed by Close
+	wg      sync.WaitGroup
 }
 
 // NewProxy listens on a free loopback port and forwards every connection to
 // target through one gate, which Cut and Heal work.
 func NewProxy(target string) (*Proxy, error) {
 	g := &Gate{}
-	p, err := listen("", target, func(net.Conn) *Gate { return g }, nil)
+	p, err := listen("", target, func(net.Conn) *Gate { return g }, nil, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -107,8 +111,9 @@ func NewProxy(target string) (*Proxy, error) {
 
 // listen starts a proxy on addr ("" picks a free loopback port) to target
 // that puts each connection through the gate gateOf picks, rewriting the
-// dialer's greeting with rewrite (if set).
-func listen(addr, target string, gateOf func(net.Conn) *Gate, rewrite Rewrite) (*Proxy, error) {
+// dialer's greeting with rewrite (if set), and keeping a connection whose
+// target refuses it for redial while it dials again.
+func listen(addr, target string, gateOf func(net.Conn) *Gate, rewrite Rewrite, redial time.Duration) (*Proxy, error) {
 	if addr == "" {
 		a, err := freeport.Addr()
 		if err != nil {
@@ -120,7 +125,8 @@ func listen(addr, target string, gateOf func(net.Conn) *Gate, rewrite Rewrite) (
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, gateOf: gateOf, rewrite: rewrite, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, gateOf: gateOf, rewrite: rewrite, redial: redial,
+		conns: map[net.Conn]struct{}{}, closing: make(chan struct{})}
 	p.wg.Add(1)
 	go p.serve()
 	return p, nil
@@ -191,19 +197,45 @@ func (p *Proxy) serve() {
 			go p.drain(g, in)
 			continue
 		}
-		out, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-		if err != nil {
-			in.Close()
-			continue
-		}
-		if !p.track(g, in, out) {
-			in.Close()
-			out.Close()
-			continue
-		}
-		go p.pump(g, out, in, p.rewrite)
-		go p.pump(g, in, out, nil)
+		p.wg.Add(1)
+		go p.link(g, in)
 	}
+}
+
+// redialPause is the pause between a proxy's dials of a target that
+// refused.
+const redialPause = 20 * time.Millisecond
+
+// link dials the target for in and, once through, pumps both ways. A
+// target that refuses is dialled again while p.redial lasts; then in is
+// closed.
+func (p *Proxy) link(g *Gate, in net.Conn) {
+	defer p.wg.Done()
+	until := time.Now().Add(p.redial)
+	var out net.Conn
+	for {
+		var err error
+		if out, err = net.DialTimeout("tcp", p.target, 5*time.Second); err == nil {
+			break
+		}
+		if !time.Now().Before(until) {
+			in.Close()
+			return
+		}
+		select {
+		case <-time.After(redialPause):
+		case <-p.closing:
+			in.Close()
+			return
+		}
+	}
+	if !p.track(g, in, out) {
+		in.Close()
+		out.Close()
+		return
+	}
+	go p.pump(g, out, in, p.rewrite)
+	go p.pump(g, in, out, nil)
 }
 
 // pump copies from src to dst until either fails, first passing what
@@ -256,6 +288,9 @@ func (p *Proxy) Close() error {
 	p.mu.Lock()
 	for c := range p.conns {
 		c.Close()
+	}
+	if p.conns != nil {
+		close(p.closing)
 	}
 	p.conns = nil
 	p.mu.Unlock()
