@@ -23,13 +23,21 @@ import (
 // after every other cleanup of t (toxiproxy's pipes end a while after a
 // proxy stops: under stress-ng, later than goleak's own half second): call
 // it first in a test.
+//
+// One goroutine of toxiproxy's is not counted: a link's NoopToxic.Pipe
+// can block for ever sending a chunk on to the link's writer after that
+// writer ended (its destination closed mid-stream; nothing interrupts the
+// send, toxics/noop.go in v2.12.0). It is the library's and holds nothing
+// of ours; a proxy left running still shows, by its link's read and write
+// goroutines. (cmd/dlock's TestMain ignores it too; this test failed on it
+// once in a fresh-clone run on 2026-12-07.)
 func noLeaks(t *testing.T) {
 	t.Helper()
-	ignore := goleak.IgnoreCurrent()
+	ignore := []goleak.Option{goleak.IgnoreCurrent(), goleak.IgnoreTopFunction(toxiproxyStuckPipe)}
 	t.Cleanup(func() {
 		end := time.Now().Add(5 * time.Second)
 		for {
-			err := goleak.Find(ignore)
+			err := goleak.Find(ignore...)
 			if err == nil {
 				return
 			}
@@ -41,6 +49,10 @@ func noLeaks(t *testing.T) {
 		}
 	})
 }
+
+// toxiproxyStuckPipe is the function on top of the goroutine noLeaks does
+// not count.
+const toxiproxyStuckPipe = "github.com/Shopify/toxiproxy/v2/toxics.(*NoopToxic).Pipe"
 
 // report prints one test's figures as a JSON line (go test -v shows it);
 // docs/RELIABILITY.md is written from these lines.
