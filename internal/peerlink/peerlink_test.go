@@ -63,6 +63,12 @@ func pong(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	servePong(t, ln)
+	return ln.Addr().String()
+}
+
+// servePong serves "pong" for every line on ln until t ends.
+func servePong(t *testing.T, ln net.Listener) {
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -84,7 +90,6 @@ func pong(t *testing.T) string {
 			}()
 		}
 	}()
-	return ln.Addr().String()
 }
 
 // member is a process of the test: this one, or a child.
@@ -376,41 +381,31 @@ func TestMeshRedial(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	listening := make(chan net.Listener, 1)
+	listened := make(chan error, 1)
 	go func() {
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // the member comes up late: the fault itself
 		ln, err := net.Listen("tcp", target)
-		if err != nil {
-			t.Error(err)
-			listening <- nil
-			return
+		if err == nil {
+			servePong(t, ln)
 		}
-		listening <- ln
-		for {
-			s, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer s.Close()
-				if line, err := bufio.NewReader(s).ReadString('\n'); err == nil {
-					io.WriteString(s, "pong to "+line)
-				}
-			}()
-		}
+		listened <- err
 	}()
 	c.SetDeadline(time.Now().Add(memberRedial + 5*time.Second))
 	io.WriteString(c, "ping\n")
 	line, err := bufio.NewReader(c).ReadString('\n')
-	if ln := <-listening; ln != nil {
-		defer ln.Close()
+	if lerr := <-listened; lerr != nil {
+		t.Fatal(lerr)
 	}
-	if err != nil || line != "pong to ping\n" {
+	if err != nil || line != "pong\n" {
 		t.Fatalf("a connection made while the member was not yet listening: %q, %v; want it through once the member listens", line, err)
 	}
 
 	// A plain Proxy to a refusing port closes the connection at once.
-	p, err := NewProxy(func() string { a, _ := freeport.Addr(); return a }())
+	refusing, err := freeport.Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewProxy(refusing)
 	if err != nil {
 		t.Fatal(err)
 	}
