@@ -119,7 +119,7 @@ func (c *Client) begin(ctx context.Context, sh redisShape, opts []Option) (acqui
 		ttl = c.timeout
 	}
 	owner := seam.CarriedOwner(ctx)
-	a := spec.newAttempt(c, owner, ttl, call.Start)
+	a := spec.newAttempt(&c.conn, owner, ttl, call.Start)
 	if spec.leave != nil && cfg.Wait != 0 {
 		a.setQueue(cmp.Or(cfg.QueueTimeout, defaultQueueTimeout))
 	}
@@ -294,22 +294,6 @@ func (c *Client) leaveQueue(ctx context.Context, spec *shapeSpec, call scriptCal
 // without it).
 const leaveGrace = 200 * time.Millisecond
 
-// background runs f in a goroutine that Close waits for and reports true;
-// after Close it runs nothing and reports false.
-func (c *Client) background(f func()) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return false
-	}
-	c.retries.Add(1)
-	go func() {
-		defer c.retries.Done()
-		f()
-	}()
-	return true
-}
-
 // tryGrant runs one acquire attempt and returns by ctx's deadline even when
 // Redis does not answer. A shape's one script call goes through the
 // Client's batcher (pipelined with the calls of other callers); it runs on
@@ -463,7 +447,7 @@ func (q *acquisition) tryOnce(ctx context.Context) (grant, error) {
 	if q.spec.try != nil {
 		g, err = q.spec.try(ctx, q.a)
 	} else {
-		g, err = q.grantReplicated(ctx)
+		g, err = q.c.grantReplicated(ctx, q.sh, q.a, q.cfg)
 	}
 	if err != nil {
 		return grant{}, err

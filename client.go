@@ -87,8 +87,8 @@ func (cfg Config) apply(c *Client) error {
 // wakes waiters when a lock is released. A Client is safe for concurrent use;
 // create one per go-redis client and Close it when done.
 type Client struct {
-	rdb      redis.UniversalClient
-	prefix   string
+	conn // the go-redis client, how calls reach it, the keys and the boxed arguments
+
 	timeout  time.Duration // watchdog lease
 	batch    int
 	logger   *slog.Logger
@@ -102,18 +102,7 @@ type Client struct {
 	bounded bool
 	hung    time.Duration
 
-	// Script arguments every lock of this Client passes, boxed once.
-	argClient, argCheck any
-	argQueueSpec        any    // a Mutex's queue argument at the default timeout
-	argLease, argQueue  any    // the default lease and queue timeout in ms
-	leaseMs, queueMs    int64  // their values
-	metaHead, metaTail  string // holder metadata around the acquired-at ms
-
-	wd      *watchdog
-	sub     *subscriber
-	scripts *scripter // runs script calls: FCALL, or EVALSHA
-	calls   *batcher  // the script calls of concurrent callers, pipelined
-
+	wd     *watchdog
 	keeper *seam.Keeper[*attempt] // the holds
 
 	mu      sync.Mutex
@@ -171,7 +160,7 @@ func New(rdb redis.UniversalClient, cfg ...Config) (*Client, error) {
 	}
 	host, _ := os.Hostname()
 	c := &Client{
-		rdb:      rdb,
+		conn:     conn{rdb: rdb},
 		observer: observe.Nop{},
 		meta:     strings.ReplaceAll(host, "|", "_") + "|" + strconv.Itoa(os.Getpid()),
 	}
@@ -187,7 +176,7 @@ func New(rdb redis.UniversalClient, cfg ...Config) (*Client, error) {
 	}
 	c.calls = &batcher{s: c.scripts, bg: c.bg, spawn: c.background}
 	c.wd = newWatchdog(c.scripts, c.keeper, c.timeout, c.batch)
-	c.sub = newSubscriber(c)
+	c.sub = newSubscriber(c.rdb, c.bg, c.logger)
 	c.leaseMs, c.queueMs = ms(c.timeout), ms(defaultQueueTimeout)
 	c.argClient, c.argCheck = c.sub.id, c.listenCheck()
 	c.argLease, c.argQueue = c.leaseMs, c.queueMs
@@ -309,39 +298,6 @@ func (c *Client) isClosed() bool {
 	return c.closed
 }
 
-// holderMeta is the metadata stored with a grant: host|pid|acquired-at-ms|label.
-func (c *Client) holderMeta(now time.Time) string {
-	return string(c.appendMeta(nil, now))
-}
-
-// appendMeta appends the holder metadata of a grant made now to b.
-func (c *Client) appendMeta(b []byte, now time.Time) []byte {
-	b = append(b, c.metaHead...)
-	b = strconv.AppendInt(b, now.UnixMilli(), 10)
-	return append(b, c.metaTail...)
-}
-
-// keys of one lock name; all share the hash slot of {name}.
-type lockKeys struct {
-	lock, fence, wake string
-}
-
-func (c *Client) keys(name string) lockKeys {
-	base := c.lockKey(name)
-	return lockKeys{lock: base, fence: c.fenceKey(base), wake: base + ":wake"}
-}
-
-// lockKey is the key <prefix>{name} of the lock called name.
-func (c *Client) lockKey(name string) string {
-	return c.prefix + "{" + name + "}"
-}
-
-// fenceKey is the fence counter of the hash slot of the lock key lock:
-// one for every lock name of the slot (see lua/fence.lua).
-func (c *Client) fenceKey(lock string) string {
-	return c.prefix + "fence:{" + slotTag(keySlot(lock)) + "}"
-}
-
 // isNilPointer reports whether v is an interface holding a nil pointer (a
 // typed nil such as (*redis.Client)(nil)).
 func isNilPointer(v any) bool {
@@ -407,4 +363,20 @@ func (c *Client) listenCheck() string {
 		return "0"
 	}
 	return "1"
+}
+
+// background runs f in a goroutine that Close waits for and reports true;
+// after Close it runs nothing and reports false.
+func (c *Client) background(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.retries.Add(1)
+	go func() {
+		defer c.retries.Done()
+		f()
+	}()
+	return true
 }

@@ -1,7 +1,6 @@
 package dlock
 
 import (
-	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
@@ -82,48 +81,4 @@ func refusedFunctions(err error) bool {
 	msg := strings.ToLower(rerr.Error())
 	return (strings.HasPrefix(msg, "err unknown command") && strings.Contains(msg, "fcall")) ||
 		(strings.HasPrefix(msg, "noperm") && (strings.Contains(msg, "fcall") || strings.Contains(msg, "function")))
-}
-
-// lost reports whether a call that failed with err must run once more by
-// EVAL because the server ran not its script or function. A lost function
-// library is loaded again (on every master of a Cluster) for the calls that
-// follow; a server that runs no functions of ours, or refuses to load them,
-// is sent EVALSHA from then on.
-func (s *scripter) lost(ctx context.Context, err error) bool {
-	switch {
-	case err == nil:
-		return false
-	case redis.HasErrorPrefix(err, "NOSCRIPT"):
-		return true
-	case missingFunction(err):
-		// A server that refuses the load runs EVALSHA from now on; a load
-		// that did not get through (a deadline, a lost connection) is tried
-		// again by the next call that misses the function.
-		var refused redis.Error
-		if err := s.load(ctx); errors.As(err, &refused) {
-			s.evalOnly.Store(true)
-		}
-		return true
-	case refusedFunctions(err):
-		s.evalOnly.Store(true)
-		return true
-	}
-	return false
-}
-
-// load loads the library where it is missing; a library of that name
-// already there is the same one.
-func (s *scripter) load(ctx context.Context) error {
-	load := func(ctx context.Context, rdb redis.Cmdable) error {
-		err := rdb.FunctionLoad(ctx, functions().src).Err()
-		if err != nil && strings.Contains(err.Error(), "already exists") {
-			return nil
-		}
-		return err
-	}
-	rdb := s.via(ctx)
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return load(ctx, node) })
-	}
-	return load(ctx, rdb)
 }

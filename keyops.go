@@ -11,13 +11,13 @@ import (
 // keyOps drives a lock kept in one Redis key by a holder id: release and
 // extend by compare-then-act scripts, verify by a read.
 type keyOps struct {
-	c             *Client
+	c             *conn
 	keys          lockKeys
 	holder        string
 	releaseScript *luaScript
 	extendScript  *luaScript
 	releaseOp     bool // the release script takes an operation id
-	owned         func(ctx context.Context, c *Client, key, holder string) (bool, error)
+	owned         func(ctx context.Context, c *conn, key, holder string) (bool, error)
 }
 
 func (o *keyOps) releaseCall() scriptCall {

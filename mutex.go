@@ -54,7 +54,7 @@ func (m *mutex) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
 // mutexLeaveCall is the call by which a's Acquire leaves the queue.
 func mutexLeaveCall(a *attempt) scriptCall {
 	c, k := a.c, a.k
-	return scriptCall{mutexLeave, append(k.begin(mutexLeave, 3), a.args.token, c.queueMember(a), c.argCheck)}
+	return scriptCall{mutexLeave, append(k.begin(mutexLeave, 3), a.args.token, a.queueMember(), c.argCheck)}
 }
 
 type mutexShape struct{ m *mutex }

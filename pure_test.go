@@ -32,7 +32,7 @@ func TestKeySlot(t *testing.T) {
 			t.Fatalf("the fence counter of slot %d is in slot %d", slot, got)
 		}
 	}
-	c := &Client{prefix: DefaultPrefix, sub: &subscriber{}}
+	c := &conn{prefix: DefaultPrefix, sub: &subscriber{}}
 	for _, name := range []string{"a", "stock:1", "x{y}z", "a}b", "{", "order:123456"} {
 		k, q := c.keys(name), c.queueKeys(name)
 		if keySlot(k.fence) != keySlot(k.lock) || q.fence != k.fence || q.lock != k.lock || keySlot(q.queue) != keySlot(k.lock) {

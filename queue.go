@@ -2,8 +2,6 @@ package dlock
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dlockgo/dlock/seam"
@@ -28,64 +26,6 @@ import (
 // giving up (retried in the background while Redis cannot be reached). An
 // Acquire with Wait(0) never queues.
 
-// queueKeys are the keys of a lock that queues its waiters: the lock's keys,
-// its queue and the waiters' deadlines, and own, the wake channel of this
-// Client's waiters (lockKeys.wake .. ":" .. Client id). They are slices of
-// one string, built once per lock object; box makes them script arguments
-// (args: lock, fence, queue, timeouts, wake) once the keys are where they
-// stay.
-type queueKeys struct {
-	lockKeys
-	queue, timeouts, own string
-	args                 [5]any
-}
-
-func (c *Client) queueKeys(name string) queueKeys {
-	var b strings.Builder
-	n := len(c.prefix) + len(name) + 2
-	b.Grow(3*n + len(":queue:timeouts:wake:") + len(c.sub.id) + len(c.prefix) + len("fence:{00000}"))
-	base := func() { b.WriteString(c.prefix); b.WriteByte('{'); b.WriteString(name); b.WriteByte('}') }
-	base()
-	b.WriteString(":queue")
-	base()
-	b.WriteString(":timeouts")
-	base()
-	b.WriteString(":wake:")
-	b.WriteString(c.sub.id)
-	own := b.Len()
-	b.WriteString(c.prefix)
-	b.WriteString("fence:{")
-	b.WriteString(slotTag(keySlot(b.String()[:n]))) // the lock key's slot
-	b.WriteByte('}')
-	s := b.String()
-	var q queueKeys
-	q.lock, q.fence = s[:n], s[own:]
-	q.queue, s = s[:n+6], s[n+6:]
-	q.timeouts, s = s[:n+9], s[n+9:]
-	q.wake, q.own = s[:n+5], s[:own-2*n-15]
-	return q
-}
-
-// box makes k's keys script arguments: pointers to them (go-redis writes
-// the string they point to), so boxing allocates nothing; k must stay
-// where it is (a field of the lock object) as long as its calls do.
-func (k *queueKeys) box() {
-	k.args = [5]any{&k.lock, &k.fence, &k.queue, &k.timeouts, &k.wake}
-}
-
-// waiting is the lockKeys a queued shape reports: its waiters listen on own.
-func (k *queueKeys) waiting() lockKeys {
-	l := k.lockKeys
-	l.wake = k.own
-	return l
-}
-
-// begin starts a call of s on the lock's four keys (lock, fence counter,
-// queue, deadlines) with room for n arguments.
-func (k *queueKeys) begin(s *luaScript, n int) []any {
-	return append(s.begin(4, 4+n), k.args[0], k.args[1], k.args[2], k.args[3])
-}
-
 // acquireArgs are the keys and ARGV the queue acquire scripts share:
 // holder, op, lease, metadata, clock, queue timeout, Client id,
 // queued; extra arguments follow them.
@@ -94,24 +34,11 @@ func (k *queueKeys) acquireArgs(s *luaScript, a *attempt, extra int) []any {
 	return append(k.begin(s, 8+extra), a.args.token, a.args.op, a.args.lease, a.args.meta, a.clockArg(), a.args.queue, c.argClient, a.queuedArg())
 }
 
-// queueMember is the attempt's member of a queue (see lua/queue_lib.lua).
-func (c *Client) queueMember(a *attempt) string {
-	return a.op + "|" + a.token + "|" + strconv.FormatInt(ms(a.ttl), 10) + "|" + c.sub.id + "|" + a.meta
-}
-
 // usableHandoff reports whether a hand-off for ttl may be taken without a
 // claim: its lease, counted from first (the first attempt's send time: the
 // grant came later), leaves at least half of ttl on the local clock.
 func usableHandoff(first time.Time, ttl time.Duration) bool {
 	return time.Until(seam.LeaseEnd(first, ttl)) > ttl/2
-}
-
-// ttlArg is a renewal's or extension's TTL in ms as a script argument.
-func (c *Client) ttlArg(ttl time.Duration) any {
-	if n := ms(ttl); n != c.leaseMs {
-		return n
-	}
-	return c.argLease
 }
 
 // extendCall is the call of a one-key extend script (mutex_extend.lua,
@@ -135,7 +62,7 @@ func ownedBy(cmd *redis.StringCmd, owned func(v string) bool) (bool, error) {
 
 // verifyOwned reads key (GET, or HGET of field when field is not "") and
 // reports whether owned says the value is held for us.
-func verifyOwned(ctx context.Context, c *Client, key, field string, owned func(v string) bool) (bool, error) {
+func verifyOwned(ctx context.Context, c *conn, key, field string, owned func(v string) bool) (bool, error) {
 	if field == "" {
 		return ownedBy(c.rdb.Get(ctx, key), owned)
 	}

@@ -443,7 +443,7 @@ func (o redOps) release(ctx context.Context) (seam.Released, error) {
 func (o redOps) verify(ctx context.Context) (bool, error) {
 	return o.vote(ctx, untilDecided, func(ctx context.Context, i int) nodeReply {
 		c := o.r.clients[i]
-		ok, err := lockOwned(ctx, c, c.keys(o.r.name).lock, o.owner)
+		ok, err := lockOwned(ctx, &c.conn, c.keys(o.r.name).lock, o.owner)
 		return nodeReply{yes: ok, err: err}
 	})
 }

@@ -59,7 +59,7 @@ func fairLeaveCall(a *attempt) scriptCall { return reentrantLeaveCall(a, true) }
 func reentrantLeaveCall(a *attempt, strict bool) scriptCall {
 	c, k := a.c, a.k
 	mark, flag := marks(strict)
-	args := append(k.begin(reentrantLeave, 7), a.args.token, a.args.op, c.queueMember(a), k.args[4], mark, flag, c.argCheck)
+	args := append(k.begin(reentrantLeave, 7), a.args.token, a.args.op, a.queueMember(), k.args[4], mark, flag, c.argCheck)
 	return scriptCall{reentrantLeave, args}
 }
 
@@ -99,6 +99,6 @@ func (o *reentrantOps) verify(ctx context.Context) (bool, error) {
 }
 
 // lockOwned reads a Lock key and reports whether holder owns it.
-func lockOwned(ctx context.Context, c *Client, key, holder string) (bool, error) {
+func lockOwned(ctx context.Context, c *conn, key, holder string) (bool, error) {
 	return verifyOwned(ctx, c, key, "o", func(v string) bool { return v == holder })
 }

@@ -6,12 +6,14 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dlockgo/dlock/seam"
 )
 
-// grantReplicated runs one acquire attempt followed by WAIT on the same
-// connection to the key's master (see ReplicaAck).
-func (q *acquisition) grantReplicated(ctx context.Context) (grant, error) {
-	c, sh, spec, a, cfg := q.c, q.sh, q.spec, q.a, q.cfg
+// grantReplicated runs one acquire attempt a of sh followed by WAIT on the
+// same connection to the key's master, as cfg asks (see ReplicaAck).
+func (c *Client) grantReplicated(ctx context.Context, sh redisShape, a *attempt, cfg seam.Options) (grant, error) {
+	spec := sh.spec()
 	name := spec.name
 	conn, err := c.masterFor(ctx, spec.keys.lock)
 	if err != nil {

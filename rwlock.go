@@ -171,11 +171,11 @@ func (s writeShape) acquireCall(a *attempt) scriptCall {
 
 func (rw *RWLock) writeLeaveCall(a *attempt) scriptCall {
 	k := &rw.sides().k
-	return rwWriteLeave.call([]string{k.lock, k.readers, k.holds, k.writers}, a.owner, a.op, rw.c.queueMember(a), k.wake)
+	return rwWriteLeave.call([]string{k.lock, k.readers, k.holds, k.writers}, a.owner, a.op, a.queueMember(), k.wake)
 }
 
 func (s writeShape) holdID(a *attempt) string { return s.rw.sides().k.lock + "|" + a.owner }
 
 func (s writeShape) ops(a *attempt) holdOps {
-	return &keyOps{c: s.rw.c, keys: s.rw.sides().k.lockKeys, holder: a.owner, releaseScript: rwWriteRelease, extendScript: lockExtend, owned: lockOwned, releaseOp: true}
+	return &keyOps{c: &s.rw.c.conn, keys: s.rw.sides().k.lockKeys, holder: a.owner, releaseScript: rwWriteRelease, extendScript: lockExtend, owned: lockOwned, releaseOp: true}
 }

@@ -91,7 +91,7 @@ const (
 // granted it is the grant's operations (the seam's GrantOps): it lives as
 // long as the hold, and a call boxes its fields by pointer.
 type attempt struct {
-	c      *Client
+	c      *conn
 	k      *queueKeys // the keys of a queued shape (Mutex, Lock, FairLock)
 	owner  string     // the lease context's owner ("" when none is needed yet)
 	token  string     // the holder id written to Redis (owner, or per-call token)
@@ -161,7 +161,7 @@ func noReplicaAck(o seam.Options) error {
 	return noLockDelay(o)
 }
 
-func (spec *shapeSpec) newAttempt(c *Client, owner string, ttl time.Duration, now time.Time) *attempt {
+func (spec *shapeSpec) newAttempt(c *conn, owner string, ttl time.Duration, now time.Time) *attempt {
 	var a *attempt
 	if spec.owned {
 		a = ownedAttempt(c, owner, ttl, now)
@@ -178,7 +178,7 @@ func (spec *shapeSpec) newAttempt(c *Client, owner string, ttl time.Duration, no
 // newAttempt is an attempt whose token is new (32 hex characters) and
 // whose operation id is its first 16: one allocation for both, the holder
 // metadata and the Mutex value of its first try (token|clock|metadata).
-func newAttempt(c *Client, owner string, ttl time.Duration, now time.Time) *attempt {
+func newAttempt(c *conn, owner string, ttl time.Duration, now time.Time) *attempt {
 	a := &attempt{c: c, owner: owner, ttl: ttl, leaseMs: ms(ttl), clock: now.UnixMicro()}
 	var buf [160]byte
 	b := ids.AppendToken(buf[:0])
@@ -192,7 +192,7 @@ func newAttempt(c *Client, owner string, ttl time.Duration, now time.Time) *atte
 
 // ownedAttempt is an attempt held under owner (a reentrant shape's holder
 // id: the ctx's owner, or a new one), with an operation id of its own.
-func ownedAttempt(c *Client, owner string, ttl time.Duration, now time.Time) *attempt {
+func ownedAttempt(c *conn, owner string, ttl time.Duration, now time.Time) *attempt {
 	if owner == "" {
 		a := newAttempt(c, "", ttl, now)
 		a.owner = a.token
@@ -280,4 +280,9 @@ func (a *attempt) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 func (a *attempt) Verify(ctx context.Context) (bool, error) {
 	ok, err := a.ops.verify(ctx)
 	return ok, redisCause(err)
+}
+
+// queueMember is the attempt's member of a queue (see lua/queue_lib.lua).
+func (a *attempt) queueMember() string {
+	return a.op + "|" + a.token + "|" + strconv.FormatInt(ms(a.ttl), 10) + "|" + a.c.sub.id + "|" + a.meta
 }

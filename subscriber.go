@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,8 +43,10 @@ import (
 // fails is counted (Stats.SubscribeErrors) and sent again by go-redis when
 // it reconnects.
 type subscriber struct {
-	c  *Client
-	id string // this Client's id in per-Client channel names (lock wake + ":" + id)
+	rdb    redis.UniversalClient
+	bg     context.Context // cancelled by Close: a call still trying to connect gives up
+	logger *slog.Logger    // nil: failures are not logged
+	id     string          // this Client's id in per-Client channel names (lock wake + ":" + id)
 
 	mu     sync.Mutex
 	chans  map[string]*wakeChannel
@@ -103,8 +106,8 @@ type waiter struct {
 	handed  *handoff      // a hand-off not yet taken (under subscriber.mu)
 }
 
-func newSubscriber(c *Client) *subscriber {
-	return &subscriber{c: c, id: ids.Op(), chans: make(map[string]*wakeChannel), want: make(map[string]bool), kick: make(chan struct{}, 1)}
+func newSubscriber(rdb redis.UniversalClient, bg context.Context, logger *slog.Logger) *subscriber {
+	return &subscriber{rdb: rdb, bg: bg, logger: logger, id: ids.Op(), chans: make(map[string]*wakeChannel), want: make(map[string]bool), kick: make(chan struct{}, 1)}
 }
 
 // join registers a waiter with id on channel, and subscribes the channel
@@ -219,7 +222,7 @@ func (s *subscriber) run(done chan struct{}) {
 		}
 		close(done)
 	}()
-	ctx := s.c.bg // cancelled by Close: a call still trying to connect gives up
+	ctx := s.bg
 	for range s.kick {
 		s.mu.Lock()
 		closed := s.closed
@@ -243,7 +246,7 @@ func (s *subscriber) run(done chan struct{}) {
 			if len(sub) == 0 {
 				continue
 			}
-			ps = s.c.rdb.Subscribe(ctx)
+			ps = s.rdb.Subscribe(ctx)
 			read = make(chan struct{})
 			go s.read(ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)), read)
 		}
@@ -258,12 +261,12 @@ func (s *subscriber) run(done chan struct{}) {
 
 // failed counts and logs (Debug) a pub/sub call that failed with err.
 func (s *subscriber) failed(op string, channels []string, err error) {
-	if err == nil || s.c.bg.Err() != nil {
+	if err == nil || s.bg.Err() != nil {
 		return
 	}
 	s.errs.Add(1)
-	if s.c.logger != nil {
-		s.c.logger.Debug("dlock: "+op+" failed", "channels", channels, "err", err)
+	if s.logger != nil {
+		s.logger.Debug("dlock: "+op+" failed", "channels", channels, "err", err)
 	}
 }
 
