@@ -176,7 +176,7 @@ func New(rdb redis.UniversalClient, cfg ...Config) (*Client, error) {
 	}
 	c.calls = &batcher{s: c.scripts, bg: c.bg, spawn: c.background}
 	c.wd = newWatchdog(c.scripts, c.keeper, c.timeout, c.batch)
-	c.sub = newSubscriber(c.rdb, c.bg, c.logger)
+	c.sub = newSubscriber(c.bg, c.rdb, c.logger)
 	c.leaseMs, c.queueMs = ms(c.timeout), ms(defaultQueueTimeout)
 	c.argClient, c.argCheck = c.sub.id, c.listenCheck()
 	c.argLease, c.argQueue = c.leaseMs, c.queueMs

@@ -106,7 +106,7 @@ type waiter struct {
 	handed  *handoff      // a hand-off not yet taken (under subscriber.mu)
 }
 
-func newSubscriber(rdb redis.UniversalClient, bg context.Context, logger *slog.Logger) *subscriber {
+func newSubscriber(bg context.Context, rdb redis.UniversalClient, logger *slog.Logger) *subscriber {
 	return &subscriber{rdb: rdb, bg: bg, logger: logger, id: ids.Op(), chans: make(map[string]*wakeChannel), want: make(map[string]bool), kick: make(chan struct{}, 1)}
 }
 
