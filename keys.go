@@ -1,14 +1,17 @@
 package dlock
 
-import (
-	"strings"
-)
+import "strings"
 
-// keys of one lock name; all share the hash slot of {name}.
+// The keys of the locks in Redis: a lock called name lives under
+// <prefix>{name}, so that all its keys share the hash slot of {name}.
+
+// lockKeys are the keys of one lock name: the lock, the fence counter of
+// its slot, and its wake channel.
 type lockKeys struct {
 	lock, fence, wake string
 }
 
+// keys returns the keys of the lock called name.
 func (c *conn) keys(name string) lockKeys {
 	base := c.lockKey(name)
 	return lockKeys{lock: base, fence: c.fenceKey(base), wake: base + ":wake"}
