@@ -5,9 +5,12 @@
 # zk.Lock alternated per round; each run is one process with a fresh ZooKeeper server.
 set -e
 cd "$(dirname "$0")/../../.."
-git apply bench/results/2026-12-07-zk-list/experiment.patch
-(cd zklock && go test -c -o /tmp/zkexp.test .) || true
-git apply -R bench/results/2026-12-07-zk-list/experiment.patch
+patch=bench/results/2026-12-07-zk-list/experiment.patch
+git apply "$patch"
+trap 'git apply -R "$patch"' EXIT # the checkout is the head again, whether the build worked or not
+(cd zklock && go test -c -o /tmp/zkexp.test .)
+git apply -R "$patch"
+trap - EXIT
 for r in 1 2 3; do
   for e in "" 1; do
     o=normal; [ $((r % 2)) = 0 ] && o=reverse
