@@ -25,15 +25,21 @@ type request struct {
 	check   func() error  // the names and arguments; nil: seam.CheckName(name)
 }
 
-// acquisition is one Acquire call.
+// acquisition is one Acquire call: the seam.Line of its place in the
+// Service's queue, whose loop is seam.Queue's.
 type acquisition struct {
 	c     *Client
 	req   *request
 	o     seam.Options
-	owner string // Grant.Owner: a reentrant lock's owner, else ""
-	id    string // the holder id in the store (Lease.ID)
-	want  int    // a Semaphore's permit count
+	ctx   context.Context // the caller's: the Lease derives from it
+	owner string          // Grant.Owner: a reentrant lock's owner, else ""
+	id    string          // the holder id in the store (Lease.ID)
+	want  int             // a Semaphore's permit count
 	since time.Time
+	stop  time.Time // when the Wait runs out, on the Client's clock (zero: never)
+	t     turn      // the last attempt's outcome
+	sent  time.Time // when it was sent, on the Client's clock
+	late  int       // grants in a row that came after their lease ran out
 	// Under Service.mu:
 	ticket uint64    // its place in the queue; 0: not queued
 	place  time.Time // with QueueTimeout, when its place lapses unless refreshed (zero: it lasts the call)
@@ -71,7 +77,7 @@ func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (
 		return nil, err
 	}
 	defer func() { err = call.End((*seam.Lease)(l), err) }()
-	a := &acquisition{c: c, req: r, o: call.Options, id: ids.Token()}
+	a := &acquisition{c: c, req: r, o: call.Options, ctx: ctx, id: ids.Token(), since: c.view.Now()}
 	if r.family != "" {
 		a.owner = seam.OwnerOf(ctx)
 		a.id = a.owner
@@ -79,40 +85,70 @@ func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (
 	if r.permits != nil {
 		a.want = r.permits.Count()
 	}
-	return a.run(ctx)
+	if a.o.Wait > 0 {
+		a.stop = a.since.Add(a.o.Wait)
+	}
+	sl, err := seam.Queue(call.Store, &call, seam.Line[*acquisition](a), c.isClosed, "dlockfake")
+	return (*dlock.Lease)(sl), err
 }
 
-// run tries, and waits while the Wait allows, until the Service grants the
-// request; then the grant becomes a Lease.
-func (a *acquisition) run(ctx context.Context) (*dlock.Lease, error) {
-	v := a.c.view
-	defer a.leave()
-	a.since = v.Now()
-	var stop time.Time // when the Wait runs out, on the Client's clock
-	if a.o.Wait > 0 {
-		stop = a.since.Add(a.o.Wait)
+// Join: the call is its own place; Look makes its attempts.
+func (a *acquisition) Join(context.Context) (*acquisition, bool, error) { return a, true, nil }
+
+// Look makes an attempt: Granted, Behind (queued, or the Service busy), or
+// its refusal for good as the error.
+func (a *acquisition) Look(ctx context.Context, _ *acquisition) (seam.Stand, error) {
+	if err := a.try(ctx); err != nil {
+		return seam.Behind, err
 	}
-	for late := 0; ; {
+	if a.t.h != nil {
+		return seam.Granted, nil
+	}
+	return seam.Behind, nil
+}
+
+// Wait waits for a change in the Service, the wake time of the last
+// attempt or the end of the Wait on the Client's clock (the next attempt
+// then refuses), ctx, or Close.
+func (a *acquisition) Wait(ctx context.Context, _ *acquisition) (bool, error) {
+	return false, a.wait(ctx, a.t.changed, earliest(a.t.wake, a.stop))
+}
+
+// Grant turns the last attempt's grant into a Lease; a grant that came
+// after its lease ran out is given back, and a is refused (a try, or the
+// Wait over: ErrNotAcquired naming the late grants) or joins again.
+func (a *acquisition) Grant(_ context.Context, _ *acquisition) (*seam.Lease, error) {
+	l, err := a.granted(a.ctx, a.t.h, a.sent, a.t.delay)
+	a.leave()
+	if err != errLate {
+		return (*seam.Lease)(l), err
+	}
+	if a.late++; a.o.Wait == 0 || !a.stop.IsZero() && !a.c.view.Now().Before(a.stop) {
+		return nil, fmt.Errorf("%w (%s)", dlock.ErrNotAcquired, seam.LateDetail(a.late))
+	}
+	return nil, nil
+}
+
+// Leave gives up a's place and count.
+func (a *acquisition) Leave(*acquisition) { a.leave() }
+
+// Transient: the Service fails for good (FailAcquires) or not at all.
+func (a *acquisition) Transient(error) bool { return false }
+
+// try makes one attempt, once the Client is awake and the Service answers
+// (BlockAcquires: a blocked attempt waits, a try too).
+func (a *acquisition) try(ctx context.Context) error {
+	for {
 		if err := a.c.awake(ctx); err != nil {
-			return nil, err
+			return err
 		}
-		sent := v.Now()
-		t := a.attempt(sent, !stop.IsZero() && !sent.Before(stop))
-		switch {
-		case t.err != nil:
-			return nil, t.err
-		case t.h == nil:
-			if err := a.wait(ctx, t.changed, earliest(t.wake, stop)); err != nil {
-				return nil, err
-			}
-			continue
+		a.sent = a.c.view.Now()
+		a.t = a.attempt(a.sent, !a.stop.IsZero() && !a.sent.Before(a.stop))
+		if !a.t.blocked {
+			return a.t.err
 		}
-		l, err := a.granted(ctx, t.h, sent, t.delay)
-		if err != errLate {
-			return l, err
-		}
-		if late++; a.o.Wait == 0 || !stop.IsZero() && !v.Now().Before(stop) {
-			return nil, fmt.Errorf("%w (%s)", dlock.ErrNotAcquired, seam.LateDetail(late))
+		if err := a.wait(ctx, a.t.changed, a.stop); err != nil {
+			return err
 		}
 	}
 }
@@ -122,6 +158,7 @@ type turn struct {
 	h       *holding      // granted
 	delay   time.Duration // DelayGrants' delay of its reply
 	err     error         // refused for good
+	blocked bool          // the Service did not answer (BlockAcquires): try again at a change
 	wake    time.Time     // else, look again then (zero: at a change)
 	changed <-chan struct{}
 }
@@ -141,7 +178,7 @@ func (a *acquisition) attempt(sent time.Time, over bool) turn {
 			return turn{err: fmt.Errorf("%w (the lock service did not answer)", dlock.ErrNotAcquired)}
 		}
 		a.park()
-		return turn{changed: s.changed}
+		return turn{blocked: true, changed: s.changed}
 	}
 	if take(s.faults.failAcquires, a.req.names) {
 		return turn{err: ErrUnreachable}

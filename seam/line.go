@@ -8,11 +8,11 @@ import (
 )
 
 // Line is what a backend whose service keeps a lock's waiters in line
-// (etcd's keys, ZooKeeper's sequential nodes) does for one Acquire: its
-// operations on the call's place P in that line. Queue runs them; the
-// decisions (when to join again, when a try is refused, when the wait is
-// over, which errors are tried again and how often, what Acquire returns)
-// are Queue's.
+// (etcd's keys, ZooKeeper's sequential nodes, dlockfake's queue) does for
+// one Acquire: its operations on the call's place P in that line. Queue
+// runs them; the decisions (when to join again, when a try is refused,
+// when the wait is over, which errors are tried again and how often, what
+// Acquire returns) are Queue's.
 type Line[P any] interface {
 	// Join puts the call in line and returns its place; ok false when
 	// nothing of it stays in line (its session ended first, say) and it
