@@ -11,8 +11,9 @@ import (
 	"github.com/dlockgo/dlock/seam"
 )
 
-// acquire is the wait loop shared by every Redis shape: try; if held, wait
-// for a release wake-up or for the holder's TTL to run out, and try again.
+// acquire is Acquire of every Redis shape: its call is a seam.Line (try;
+// if held, wait for a release wake-up or for the holder's TTL to run out,
+// and try again) under seam.Queue, the loop of every backend.
 //
 // The store calls run under call.Store (seam's Begin), which carries the
 // Observer's span when it is an observe.Tracer; the Lease's context derives
@@ -24,11 +25,7 @@ func (c *Client) acquire(ctx context.Context, sh redisShape, opts []Option) (l *
 	}
 	defer func() { err = call.End(l.s(), err) }()
 	defer c.acquires.Done()
-	g, sent, err := q.await(call.Store, call.Start)
-	if err != nil {
-		return nil, err
-	}
-	return leaseOf(c.keeper.Lease(ctx, q.grantOf(q.a, g.fence, g.ttl, sent)))
+	return leaseOf(seam.Queue(call.Store, &call, seam.Line[*acquisition](q), c.isClosed, "redis"))
 }
 
 // leaseOf is a lease the Keeper made, as the user holds it.
@@ -49,47 +46,39 @@ func (c *Client) acquireAll(ctx context.Context, sh redisShape, opts []Option) (
 		err = call.End(first.s(), err)
 	}()
 	defer c.acquires.Done()
-	a := q.a
-	g, sent, err := q.await(call.Store, call.Start)
-	if err != nil {
+	l, err := seam.Queue(call.Store, &call, seam.Line[*acquisition](q), c.isClosed, "redis")
+	switch {
+	case err != nil:
 		return nil, err
+	case q.leases == nil:
+		return []*Lease{(*Lease)(l)}, nil
 	}
-	if len(a.tokens) == 0 {
-		l, err := leaseOf(c.keeper.Lease(ctx, q.grantOf(q.a, g.fence, g.ttl, sent)))
-		if err != nil {
-			return nil, err
-		}
-		return []*Lease{l}, nil
-	}
-	ls = make([]*Lease, 0, len(a.tokens))
-	for i, one := range a.each() {
-		gr := q.grantOf(one, g.fences[i], 0, sent)
-		if err != nil { // cancelled or closed meanwhile: give the rest back
-			c.keeper.GiveBack(ctx, gr)
-			continue
-		}
-		var l *Lease
-		if l, err = leaseOf(c.keeper.Lease(ctx, gr)); err == nil {
-			ls = append(ls, l)
-		}
-	}
-	if err != nil {
-		for _, l := range ls {
-			_ = l.Unlock(context.WithoutCancel(ctx))
-		}
-		return nil, err
-	}
-	return ls, nil
+	return q.leases, nil
 }
 
-// acquisition is one Acquire call in the loop: its shape, attempt and
-// options.
+// acquisition is one Acquire call: its shape, attempt and options, and the
+// seam.Line of its place in the lock's line (the call is its own place:
+// Look makes its attempts).
 type acquisition struct {
 	c    *Client
 	sh   redisShape
 	spec *shapeSpec
 	a    *attempt
 	cfg  seam.Options
+	ctx  context.Context // the caller's: a Lease derives from it
+	// store is call.Store, under which the calls made for the call after
+	// it gave up (its leave) run.
+	store context.Context
+	stop  time.Time // when the Wait runs out (zero: never)
+	// g is the last attempt's outcome, or the grant a hand-off brought;
+	// sent is when the request granted was sent (a hand-off's: first's,
+	// a safe lower bound); first is when the first attempt was.
+	g           grant
+	sent, first time.Time
+	lateGrants  int      // grants in a row that came after their lease ran out
+	w           *waiter  // its wake channel, once joined
+	err         error    // what ended the call, for Leave
+	leases      []*Lease // a grant of several permits: one Lease each
 	// flying is closed once the reply of an attempt that Acquire gave up
 	// on while it was in flight is in; reply then returns it.
 	flying <-chan struct{}
@@ -104,14 +93,14 @@ type acquisition struct {
 
 // begin begins an Acquire call of sh (seam's Begin) and makes its
 // attempt; on success the caller ends the call and calls c.acquires.Done.
-func (c *Client) begin(ctx context.Context, sh redisShape, opts []Option) (acquisition, seam.Acquisition, error) {
+func (c *Client) begin(ctx context.Context, sh redisShape, opts []Option) (*acquisition, seam.Acquisition, error) {
 	spec := sh.spec()
 	call, err := c.keeper.Begin(ctx, seam.Request{Shape: spec.kind, Name: spec.name, Check: spec.check, Limit: spec.limit()}, opts)
 	if err != nil {
-		return acquisition{}, call, err
+		return nil, call, err
 	}
 	if !c.enter() {
-		return acquisition{}, call, call.End(nil, ErrClosed)
+		return nil, call, call.End(nil, ErrClosed)
 	}
 	cfg := call.Options
 	ttl := cfg.Lease
@@ -123,118 +112,177 @@ func (c *Client) begin(ctx context.Context, sh redisShape, opts []Option) (acqui
 	if spec.leave != nil && cfg.Wait != 0 {
 		a.setQueue(cmp.Or(cfg.QueueTimeout, defaultQueueTimeout))
 	}
-	return acquisition{c: c, sh: sh, spec: spec, a: a, cfg: cfg, carried: owner != ""}, call, nil
+	q := &acquisition{c: c, sh: sh, spec: spec, a: a, cfg: cfg, ctx: ctx, store: call.Store, carried: owner != ""}
+	if cfg.Wait >= 0 {
+		q.stop = call.Start.Add(cfg.Wait)
+	}
+	return q, call, nil
 }
 
-// await tries until a grant, the end of the wait, or an error. sent is
-// when the request that was granted was sent (a hand-off's: the first
-// attempt's, a safe lower bound).
-func (q *acquisition) await(ctx context.Context, start time.Time) (g grant, sent time.Time, err error) {
-	c, spec, a, cfg := q.c, q.spec, q.a, q.cfg
-	name := spec.name
-	var stop time.Time
-	if cfg.Wait >= 0 {
-		stop = start.Add(cfg.Wait)
+// Join: the call is its own place; Look makes its attempts.
+func (q *acquisition) Join(context.Context) (*acquisition, bool, error) { return q, true, nil }
+
+// Look makes an attempt (or finds the grant a hand-off brought): Granted,
+// or Behind, where its wake channel says; a refusal for good (a try, or the
+// Wait over: ErrNotAcquired with the refusal's detail) and the attempt's
+// error are its error. A grant that came after its lease ran out is given
+// back and taken as a refusal.
+func (q *acquisition) Look(ctx context.Context, _ *acquisition) (seam.Stand, error) {
+	if q.g.ok {
+		return seam.Granted, nil
 	}
-	var w *waiter
-	defer func() {
-		if w != nil {
-			// a waiter that got no lock passes a shared wake-up on
-			c.sub.leave(w, err == nil || spec.wake == wakeHandOff)
+	spec, a := q.spec, q.a
+	q.sent = time.Now()
+	if q.first.IsZero() {
+		q.first = q.sent
+	} else {
+		a.retry(q.sent) // a fence from this try's clock
+	}
+	g, err := q.tryGrant(ctx)
+	if err != nil {
+		if q.lateGrants > 0 && isCtxErr(err) {
+			err = fmt.Errorf("%w (%s)", err, seam.LateDetail(q.lateGrants))
 		}
-	}()
-	defer func() {
-		switch {
-		case err == nil:
-		case q.flying != nil:
-			// The last attempt is still in flight: what it did is undone once
-			// its reply is in, never before (a leave that ran first would let
-			// the late attempt queue again, or keep a grant nobody holds).
-			q.undoLate(ctx)
-		case spec.leave != nil && (a.queue > 0 || !isNotAcquired(err)):
-			// A clean refusal of Wait(0) queued nothing and was granted nothing.
-			// (Leaving also gives back a grant whose reply was lost.)
-			c.leaveQueue(ctx, spec, spec.leave(a), a.queue)
-		case q.unsure:
-			q.giveBackUnsure()
+		return seam.Behind, q.end(err)
+	}
+	if g.ok && q.late(ctx, g, q.sent) {
+		// Given back: taken as a refusal, tried again within the wait.
+		q.lateGrants++
+		g = grant{wake: spec.keys.wake, detail: seam.LateDetail(q.lateGrants)}
+	} else if g.ok {
+		q.g = g
+		return seam.Granted, nil
+	} else {
+		q.lateGrants = 0
+	}
+	q.g = g
+	a.queued = a.queue > 0
+	if q.cfg.Wait == 0 || (!q.stop.IsZero() && !time.Now().Before(q.stop)) {
+		err := ErrNotAcquired
+		if g.detail != "" {
+			err = fmt.Errorf("%w (%s)", ErrNotAcquired, g.detail)
 		}
-	}()
-	late := 0 // grants in a row that came after their lease ran out
-	var first time.Time
-	for {
-		sent = time.Now()
-		if first.IsZero() {
-			first = sent
-		} else {
-			a.retry(sent) // a fence from this try's clock
+		return seam.Behind, q.end(wrap("acquire", spec.kind, spec.name, err))
+	}
+	return seam.Behind, nil
+}
+
+// Wait waits on the refusal's wake channel for a release, a hand-off (the
+// next Look finds it Granted) or the holder's TTL, within the wait, ctx and
+// Close.
+func (q *acquisition) Wait(ctx context.Context, _ *acquisition) (bool, error) {
+	c, spec, g := q.c, q.spec, q.g
+	if q.w != nil && q.w.channel != g.wake {
+		c.sub.leave(q.w, false)
+		q.w = nil
+	}
+	if q.w == nil && g.wake != "" {
+		// Joined after the refusal: a hand-off published in between is
+		// kept for it (see subscriber.join).
+		q.w = c.sub.join(g.wake, q.a.op, spec.wake != wakeLocal)
+	}
+	if q.w != nil && g.pass {
+		c.sub.pass(q.w)
+	}
+	// PTTL is truncated to whole ms (0: under 1 ms left), so wait 1 ms
+	// more; a key with no TTL (-1) is woken by a release or a resync.
+	d := g.pttl + time.Millisecond
+	if g.pttl < 0 {
+		d = c.timeout
+	}
+	if q.a.queue > 0 {
+		d = min(d, q.a.queue/3)
+	}
+	now := time.Now()
+	if !q.stop.IsZero() && q.stop.Sub(now) < d {
+		d = q.stop.Sub(now)
+	}
+	err := q.w.wait(ctx, c.bg.Done(), d)
+	if err == nil && c.bg.Err() != nil { // woken by Close
+		err = ErrClosed
+	}
+	if err != nil {
+		if q.lateGrants > 0 {
+			err = fmt.Errorf("%w (%s)", err, seam.LateDetail(q.lateGrants))
 		}
-		g, err = q.tryGrant(ctx)
-		if err != nil {
-			if late > 0 && isCtxErr(err) {
-				err = fmt.Errorf("%w (%s)", err, seam.LateDetail(late))
-			}
-			return g, sent, err
+		return false, q.end(wrap("acquire", spec.kind, spec.name, err))
+	}
+	// Handed the lock by a release: it is ours from a moment after the
+	// first attempt was sent, for the hand-off's TTL. With too little of
+	// that left on our clock, the next attempt claims it instead.
+	if h, ok := c.sub.handed(q.w, func(h handoff) bool { return usableHandoff(q.first, h.ttl) }); ok {
+		q.w = nil // it left its channel
+		q.g, q.sent = grant{ok: true, fence: h.fence, ttl: h.ttl}, q.first
+	}
+	return false, nil
+}
+
+// Grant turns the grant into the call's Lease (several permits of a
+// Semaphore: one Lease each, in q.leases, the first returned).
+func (q *acquisition) Grant(context.Context, *acquisition) (*seam.Lease, error) {
+	c, g := q.c, q.g
+	if q.w != nil { // a shared wake-up is not passed on: the call got its lock
+		c.sub.leave(q.w, true)
+		q.w = nil
+	}
+	if len(q.a.tokens) == 0 {
+		return c.keeper.Lease(q.ctx, q.grantOf(q.a, g.fence, g.ttl, q.sent))
+	}
+	var err error
+	ls := make([]*Lease, 0, len(q.a.tokens))
+	for i, one := range q.a.each() {
+		gr := q.grantOf(one, g.fences[i], 0, q.sent)
+		if err != nil { // cancelled or closed meanwhile: give the rest back
+			c.keeper.GiveBack(q.ctx, gr)
+			continue
 		}
-		if g.ok && q.late(ctx, g, sent) {
-			// Given back: taken as a refusal, tried again within the wait.
-			late++
-			g = grant{wake: spec.keys.wake, detail: seam.LateDetail(late)}
-		} else if g.ok {
-			return g, sent, nil
-		} else {
-			late = 0
+		var l *Lease
+		if l, err = leaseOf(c.keeper.Lease(q.ctx, gr)); err == nil {
+			ls = append(ls, l)
 		}
-		a.queued = a.queue > 0
-		now := time.Now()
-		if cfg.Wait == 0 || (!stop.IsZero() && !now.Before(stop)) {
-			if g.detail != "" {
-				return g, sent, wrap("acquire", spec.kind, name, fmt.Errorf("%w (%s)", ErrNotAcquired, g.detail))
-			}
-			return g, sent, wrap("acquire", spec.kind, name, ErrNotAcquired)
+	}
+	if err != nil {
+		for _, l := range ls {
+			_ = l.Unlock(context.WithoutCancel(q.ctx))
 		}
-		if w != nil && w.channel != g.wake {
-			c.sub.leave(w, false)
-			w = nil
-		}
-		if w == nil && g.wake != "" {
-			// Joined after the refusal: a hand-off published in between is
-			// kept for it (see subscriber.join).
-			w = c.sub.join(g.wake, a.op, spec.wake != wakeLocal)
-		}
-		if w != nil && g.pass {
-			c.sub.pass(w)
-		}
-		// PTTL is truncated to whole ms (0: under 1 ms left), so wait 1 ms
-		// more; a key with no TTL (-1) is woken by a release or a resync.
-		d := g.pttl + time.Millisecond
-		if g.pttl < 0 {
-			d = c.timeout
-		}
-		if a.queue > 0 {
-			d = min(d, a.queue/3)
-		}
-		if !stop.IsZero() && stop.Sub(now) < d {
-			d = stop.Sub(now)
-		}
-		werr := w.wait(ctx, c.bg.Done(), d)
-		if werr == nil && c.bg.Err() != nil { // woken by Close
-			werr = ErrClosed
-		}
-		if werr != nil {
-			if late > 0 {
-				werr = fmt.Errorf("%w (%s)", werr, seam.LateDetail(late))
-			}
-			return g, sent, wrap("acquire", spec.kind, name, werr)
-		}
-		// Handed the lock by a release: it is ours from a moment after the
-		// first attempt was sent, for the hand-off's TTL. With too little of
-		// that left on our clock, the next attempt claims it instead.
-		if h, ok := c.sub.handed(w, func(h handoff) bool { return usableHandoff(first, h.ttl) }); ok {
-			w = nil // it left its channel
-			return grant{ok: true, fence: h.fence, ttl: h.ttl}, first, nil
-		}
+		return nil, err
+	}
+	q.leases = ls
+	return ls[0].s(), nil
+}
+
+// end records err, which ends the call, for Leave.
+func (q *acquisition) end(err error) error {
+	q.err = err
+	return err
+}
+
+// Leave undoes what the call's attempts left in Redis: a waiter that got
+// no lock passes a shared wake-up on; an attempt still in flight is undone
+// once its reply is in, never before (a leave that ran first would let the
+// late attempt queue again, or keep a grant nobody holds); a shape with a
+// queue leaves it (which also gives back a grant whose reply was lost; a
+// clean refusal of Wait(0) queued nothing and was granted nothing); a
+// grant an attempt cut by the deadline may have made is given back.
+func (q *acquisition) Leave(*acquisition) {
+	c, spec, a := q.c, q.spec, q.a
+	if q.w != nil {
+		c.sub.leave(q.w, spec.wake == wakeHandOff)
+		q.w = nil
+	}
+	switch {
+	case q.flying != nil:
+		q.undoLate(q.store)
+	case spec.leave != nil && (a.queue > 0 || !isNotAcquired(q.err)):
+		c.leaveQueue(q.store, spec, spec.leave(a), a.queue)
+	case q.unsure:
+		q.giveBackUnsure()
 	}
 }
+
+// Transient: a Redis error ends the call (a Cluster's passing states are
+// refusals, tried again within the wait: see failed).
+func (q *acquisition) Transient(error) bool { return false }
 
 func isCtxErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)

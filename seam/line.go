@@ -95,8 +95,11 @@ func (a *Acquisition) WaitContext(try time.Duration, client context.Context) (co
 // Lease), the call is refused or its wait is over (ErrNotAcquired, naming
 // the last transient error of the service, if any, as "(<service>:
 // <error>)"), ctx's caller gives up (its ctx's error), or the client is
-// closed (ErrClosed: closed reports it); the error is End's to name. ctx
-// is a's WaitContext. A place that is lost joins again, behind everyone;
+// closed (ErrClosed: closed reports it); the error is End's to name (an
+// error of the line that names the call, Wrap, and says that outcome is
+// returned as it is, with its detail). ctx is a's WaitContext, or a.Store
+// for a line that ends the wait itself (its Look refusing once the wait
+// ran out). A place that is lost joins again, behind everyone;
 // a try (Wait(0)) is refused when it finds the lock held and does not
 // wait. A transient error is tried again, after a pause, while the wait
 // lasts; another ends the call. Every place that does not become the
@@ -119,9 +122,9 @@ func (a *Acquisition) Failed(ctx context.Context, err error, closed func() bool,
 func (a *Acquisition) failed(ctx context.Context, err, last error, closed func() bool, service string) error {
 	switch {
 	case a.Store.Err() != nil:
-		return a.Store.Err()
+		return kept(err, a.Store.Err())
 	case errors.Is(err, ErrClosed) || closed():
-		return ErrClosed
+		return kept(err, ErrClosed)
 	case errors.Is(err, errRefused) || ctx.Err() != nil:
 		if last == nil && !errors.Is(err, errRefused) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			last = err
@@ -132,6 +135,15 @@ func (a *Acquisition) failed(ctx context.Context, err, last error, closed func()
 		return ErrNotAcquired
 	}
 	return err
+}
+
+// kept returns err where the backend named the call in it and it says
+// outcome (with a detail of its own, perhaps), else outcome.
+func kept(err, outcome error) error {
+	if namesCall(err) && errors.Is(err, outcome) {
+		return err
+	}
+	return outcome
 }
 
 // queue is one run of Queue's loop.
