@@ -388,11 +388,10 @@ func (q *acquisition) tryBeside(ctx context.Context) (grant, error) {
 		err error
 	}
 	done := make(chan result, 1)
-	beside := *q // the goroutines get their own copy: q stays on its caller's stack
 	flying := make(chan struct{})
 	var late grant
 	c.runBeside(func() {
-		g, err := beside.tryOnce(ctx)
+		g, err := q.tryOnce(ctx) // reads only what stays the same for the call
 		if err == nil {
 			late = g
 		}
@@ -451,9 +450,8 @@ func (c *Client) ends(ctx context.Context) bool {
 // whose call ctx's deadline cut may have made (see inline): a release by
 // the attempt's own holder ids, which changes nothing where none was made.
 func (q *acquisition) giveBackUnsure() {
-	beside := *q
 	q.c.background(func() {
-		beside.giveBack(context.Background(), grant{ok: true})
+		q.giveBack(context.Background(), grant{ok: true})
 	})
 }
 
@@ -464,7 +462,6 @@ func (q *acquisition) giveBackUnsure() {
 func (q *acquisition) undoLate(ctx context.Context) {
 	c, spec, a := q.c, q.spec, q.a
 	flying, reply := q.flying, q.reply
-	beside := *q
 	c.background(func() {
 		<-flying
 		if spec.leave != nil {
@@ -472,7 +469,7 @@ func (q *acquisition) undoLate(ctx context.Context) {
 			return
 		}
 		if g := reply(); g.ok {
-			beside.giveBack(context.Background(), g)
+			q.giveBack(context.Background(), g)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package seam
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,9 @@ type lineSvc struct {
 	joinErrs []error // Join's next errors
 	lookErrs []error // Look's next errors
 	late     int     // grants that come too late (Grant's nil, nil)
+	// detail: Wait's ctx error comes with it, named as the call's
+	// (Wrap), as a backend that adds its own detail returns it
+	detail string
 	// counts
 	joins, waits, leaves, grants int
 }
@@ -122,11 +126,15 @@ func (l svcLine) Wait(ctx context.Context, t *ticket) (bool, error) {
 	s.mu.Lock()
 	s.waits++
 	ch := t.looked // a change between the Look and now wakes this Wait at once
+	detail := s.detail
 	s.unlock()
 	select {
 	case <-ch:
 		return false, nil
 	case <-ctx.Done():
+		if detail != "" {
+			return false, Wrap("acquire", "mutex", "n", fmt.Errorf("%w (%s)", ctx.Err(), detail))
+		}
 		return false, ctx.Err()
 	}
 }
@@ -394,6 +402,67 @@ func TestQueueErrors(t *testing.T) {
 	if len(s.line) != 1 {
 		t.Fatalf("line %d (want the holder's only)", len(s.line))
 	}
+}
+
+// TestQueueKeepsDetail: a caller that gives up gets its ctx's error; the
+// line's own words on it come too when the line named the call (Wrap), not
+// when it did not.
+func TestQueueKeepsDetail(t *testing.T) {
+	k := NewKeeper[*ticketOps](nil, nil)
+	defer k.Close(context.Background(), nil)
+	ctx := context.Background()
+	s := newLineSvc()
+	held := holdLine(t, k, s)
+	defer held.Unlock(ctx)
+	for _, named := range []bool{true, false} {
+		s.mu.Lock()
+		s.detail = "the line's detail"
+		s.unlock()
+		cctx, cancel := context.WithCancel(ctx)
+		go func() {
+			if err := waitFor(s, func() bool { return len(s.line) == 2 }); err != nil {
+				t.Error(err)
+			}
+			cancel()
+		}()
+		var l *Lease
+		var err error
+		if named {
+			l, err = queueOn(cctx, k, s, nil)
+		} else {
+			// the line's error unnamed: a bare ctx error with words of its own
+			a, berr := k.Begin(cctx, Request{Shape: "mutex", Name: "n"}, nil)
+			if berr != nil {
+				t.Fatal(berr)
+			}
+			l, err = Queue(a.Store, &a, unnamedLine{svcLine{s, k}}, func() bool { return false }, "svc")
+			err = a.End(l, err)
+		}
+		if l != nil || !errors.Is(err, context.Canceled) || errors.Is(err, ErrNotAcquired) {
+			t.Fatalf("named %v: the caller gave up: %v, %v", named, l, err)
+		}
+		if got := strings.Contains(err.Error(), "(the line's detail)"); got != named {
+			t.Fatalf("named %v: %q carries the line's detail: %v", named, err, got)
+		}
+		if want := `dlock: acquire mutex "n": context canceled`; !strings.HasPrefix(err.Error(), want) {
+			t.Fatalf("named %v: %q, want it to start %q", named, err, want)
+		}
+	}
+	if len(s.line) != 1 {
+		t.Fatalf("line %d (want the holder's only)", len(s.line))
+	}
+}
+
+// unnamedLine is svcLine whose Wait drops the call's name from its error.
+type unnamedLine struct{ svcLine }
+
+func (l unnamedLine) Wait(ctx context.Context, t *ticket) (bool, error) {
+	gone, err := l.svcLine.Wait(ctx, t)
+	var e *opError
+	if errors.As(err, &e) {
+		err = e.err
+	}
+	return gone, err
 }
 
 // TestWaitContext: the wait's context ends at the Wait's end, after the
