@@ -145,17 +145,18 @@ func (q *acquisition) Look(ctx context.Context, _ *acquisition) (seam.Stand, err
 		}
 		return seam.Behind, q.end(err)
 	}
-	if g.ok && q.late(ctx, g, q.sent) {
+	switch {
+	case g.ok && q.late(ctx, g, q.sent):
 		// Given back: taken as a refusal, tried again within the wait.
 		q.lateGrants++
 		g = grant{wake: spec.keys.wake, detail: seam.LateDetail(q.lateGrants)}
-	} else if g.ok {
-		q.g = g
-		return seam.Granted, nil
-	} else {
+	case !g.ok:
 		q.lateGrants = 0
 	}
 	q.g = g
+	if g.ok {
+		return seam.Granted, nil
+	}
 	a.queued = a.queue > 0
 	if q.cfg.Wait == 0 || (!q.stop.IsZero() && !time.Now().Before(q.stop)) {
 		err := ErrNotAcquired
