@@ -19,11 +19,9 @@ import (
 
 // drillFlags are the flags every drill takes.
 type drillFlags struct {
-	redis  string
-	json   bool
-	report string
-	// backend, etcd and zk are set by registerBackend.
-	backend, etcd, zk string
+	serviceFlags // --backend and the addresses: registerAll, registerServices
+	json         bool
+	report       string
 }
 
 func (f *drillFlags) register(c *cobra.Command) {
@@ -49,19 +47,18 @@ func (f *drillFlags) registerJSON(c *cobra.Command) {
 	c.Flags().BoolVar(&f.json, "json", false, "print the figures as JSON")
 }
 
-// registerBackend registers --backend and the etcd and ZooKeeper
-// addresses, with --redis and the output flags.
-func (f *drillFlags) registerBackend(c *cobra.Command) {
+// registerAll registers --backend and the addresses of every lock
+// service, with the output flags.
+func (f *drillFlags) registerAll(c *cobra.Command) {
 	f.register(c)
 	f.registerServices(c)
 }
 
-// registerServices registers --backend and the etcd and ZooKeeper
-// addresses alone.
+// registerServices registers --backend and the addresses of the lock
+// services but Redis (--etcd, --zk) alone.
 func (f *drillFlags) registerServices(c *cobra.Command) {
-	c.Flags().StringVar(&f.backend, "backend", backend.Redis, "lock service: "+strings.Join(backend.Kinds, ", "))
-	c.Flags().StringVar(&f.etcd, "etcd", "", "etcd endpoints (host:port,...); default: an embedded etcd member")
-	c.Flags().StringVar(&f.zk, "zk", "", "ZooKeeper servers (host:port,...); default: an embedded ZooKeeper server")
+	f.registerBackend(c)
+	f.registerAddrs(c, false)
 }
 
 // openBackend opens the lock service --backend names.
@@ -75,15 +72,8 @@ func (f *drillFlags) openBackend(c *cobra.Command) (*backend.Backend, error) {
 // cannot be read is bad input (exit 2); a server that does not answer is a
 // runtime failure (exit 1).
 func (f *drillFlags) open(c *cobra.Command, kind string) (*backend.Backend, error) {
-	var flag, addr string
-	switch kind {
-	case backend.Redis:
-		flag, addr = "redis", f.redis
-	case backend.Etcd:
-		flag, addr = "etcd", f.etcd
-	case backend.ZooKeeper:
-		flag, addr = "zk", f.zk
-	default:
+	flag, addr, ok := f.addr(kind)
+	if !ok {
 		return nil, usagef("--backend %q: want one of %s", kind, strings.Join(backend.Kinds, ", "))
 	}
 	b, err := backend.Open(c.Context(), kind, addr)
@@ -105,11 +95,8 @@ func (f *drillFlags) checkAddrs() error {
 	if err := backend.CheckAddr(backend.Redis, f.redis); err != nil {
 		return openError("redis", err)
 	}
-	switch f.backend {
-	case backend.Etcd:
-		return openError("etcd", backend.CheckAddr(backend.Etcd, f.etcd))
-	case backend.ZooKeeper:
-		return openError("zk", backend.CheckAddr(backend.ZooKeeper, f.zk))
+	if flag, addr, ok := f.addr(f.backend); ok && f.backend != backend.Redis {
+		return openError(flag, backend.CheckAddr(f.backend, addr))
 	}
 	return nil
 }
@@ -249,7 +236,7 @@ func newLeaseCmd() *cobra.Command {
 			})
 		},
 	}
-	f.registerBackend(c)
+	f.registerAll(c)
 	c.Flags().DurationVar(&lease, "lease", 5*time.Second, "fixed lease (and watchdog timeout), before --scale")
 	c.Flags().DurationVar(&work, "work", 8*time.Second, "work inside the lock, before --scale")
 	c.Flags().Float64Var(&scale, "scale", 0.1, "multiply every duration by this")
@@ -272,7 +259,7 @@ func newContentionCmd() *cobra.Command {
 			})
 		},
 	}
-	f.registerBackend(c)
+	f.registerAll(c)
 	c.Flags().IntVar(&workers, "workers", 2, "workers, each with its own client")
 	c.Flags().IntVar(&loops, "loops", 100, "acquisitions per worker")
 	c.Flags().DurationVar(&work, "work", 2*time.Millisecond, "time spent inside the lock")
@@ -315,7 +302,7 @@ func newPauseCmd() *cobra.Command {
 			})
 		},
 	}
-	f.registerBackend(c)
+	f.registerAll(c)
 	c.Flags().DurationVar(&lease, "lease", 300*time.Millisecond, "the frozen holder's lease")
 	return c
 }
@@ -402,10 +389,11 @@ defaults on etcd and zookeeper (each flag says which).`,
 						return usagef("--%s is a flag of the etcd and zookeeper failover (use --lease, --partition on Redis)", name)
 					}
 				}
-			case backend.Etcd, backend.ZooKeeper:
+			default: // the consensus failover: a service of an ensemble
+				if !slices.Contains(backend.Kinds, f.backend) {
+					return usagef("--backend %q: want one of %s", f.backend, strings.Join(backend.Kinds, ", "))
+				}
 				return runConsensusFailover(c, &f, o, co)
-			default:
-				return usagef("--backend %q: want one of %s", f.backend, strings.Join(backend.Kinds, ", "))
 			}
 			if o.Fault != "crash" && o.Fault != "partition" {
 				return usagef("--fault %q: want crash or partition on redis", o.Fault)
@@ -471,7 +459,7 @@ defaults on etcd and zookeeper (each flag says which).`,
 	allowZero(c, "min-replicas-to-write", "unset")
 	fl.Uint64Var(&o.Seed, "seed", 1, "seeds the workers' choice of skus")
 	allowZero(c, "seed", "a seed like any other")
-	fl.StringVar(&f.backend, "backend", backend.Redis, "lock service: "+strings.Join(backend.Kinds, ", "))
+	f.registerBackend(c)
 	fl.DurationVar(&co.Session, "session", cd.Session, "etcd, zookeeper: every client's session (lease TTL, session timeout)")
 	fl.DurationVar(&co.Down, "down", cd.Down, "etcd, zookeeper: how long the leader stays killed, frozen or cut off")
 	return c

@@ -117,7 +117,7 @@ election timeout, so that sessions outlive a new leader's election.`,
 	f.registerOutput(c)
 	fl := c.Flags()
 	d := drill.SoakDefaults()
-	fl.StringVar(&f.backend, "backend", backend.Redis, "lock service: "+strings.Join(backend.Kinds, ", "))
+	f.registerBackend(c)
 	fl.DurationVar(&o.Duration, "duration", d.Duration, "how long the workers run")
 	fl.IntVar(&o.Workers, "workers", d.Workers, "workers, each its own client and session")
 	fl.IntVar(&o.Names, "names", d.Names, "lock names the workers share")

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,17 +18,12 @@ import (
 	"github.com/dlockgo/dlock/cmd/dlock/backend"
 	"github.com/dlockgo/dlock/cmd/dlock/table"
 	"github.com/dlockgo/dlock/election"
-	"github.com/dlockgo/dlock/etcdlock"
-	"github.com/dlockgo/dlock/zklock"
 )
 
-// The servers inspect and unlock talk to without --redis, --etcd or --zk:
-// the local defaults, as redis-cli, etcdctl and zkCli.sh assume.
-const (
-	defaultAdminRedis = "redis://127.0.0.1:6379/0"
-	defaultAdminEtcd  = "127.0.0.1:2379"
-	defaultAdminZK    = "127.0.0.1:2181"
-)
+// defaultAdminRedis is the Redis inspect and unlock talk to without
+// --redis: the local default, as redis-cli assumes (the other services'
+// are their backend.Service's Local).
+const defaultAdminRedis = "redis://127.0.0.1:6379/0"
 
 // adminExitCodes is the exit-code paragraph of inspect's help,
 // unlockExitCodes unlock's.
@@ -44,12 +38,10 @@ const (
 
 // adminFlags are the flags of the operator commands (inspect, unlock).
 type adminFlags struct {
-	redis   string
-	cluster bool
-	prefix  string
-	json    bool
-	// backend picks the lock service; etcd and zk are their addresses.
-	backend, etcd, zk string
+	serviceFlags // --backend picks the lock service; --redis, --etcd, --zk
+	cluster      bool
+	prefix       string
+	json         bool
 }
 
 // register registers the flags of an operator command; redisOnly leaves
@@ -65,31 +57,39 @@ func (f *adminFlags) register(c *cobra.Command, redisOnly bool) {
 	}
 	// --prefix's default depends on the backend: the flag's own is "" (the
 	// backend's default), each backend's is in its help.
-	c.Flags().StringVar(&f.prefix, "prefix", "", prefixHelp)
-	c.Flags().StringVar(&f.backend, "backend", backend.Redis, "lock service: "+strings.Join(backend.Kinds, ", "))
-	c.Flags().StringVar(&f.etcd, "etcd", defaultAdminEtcd, "with --backend etcd: the etcd endpoints (host:port,...)")
-	c.Flags().StringVar(&f.zk, "zk", defaultAdminZK, "with --backend zookeeper: the ZooKeeper servers (host:port,...)")
+	c.Flags().StringVar(&f.prefix, "prefix", "", prefixHelp())
+	f.registerBackend(c)
+	f.registerAddrs(c, true)
 }
 
 // prefixHelp is the help of inspect's --prefix: where the locks live, and
 // its default on each backend.
-var prefixHelp = fmt.Sprintf("where the locks live: the key prefix on redis and etcd, the root znode on zookeeper "+
-	"(Config.Prefix; default: redis %q, etcd %q, zookeeper %q)", dl.DefaultPrefix, etcdlock.DefaultPrefix, zklock.DefaultPrefix)
+func prefixHelp() string {
+	defs := make([]string, len(backend.Services))
+	for i, s := range backend.Services {
+		defs[i] = fmt.Sprintf("%s %q", s.Kind, s.Prefix)
+	}
+	return "where the locks live: the key prefix on redis and etcd, the root znode on zookeeper " +
+		"(Config.Prefix; default: " + strings.Join(defs, ", ") + ")"
+}
 
 // kind returns the backend --backend names, checking that no flag of
 // another backend was given: bad input (exit 2) otherwise.
 func (f *adminFlags) kind(c *cobra.Command) (string, error) {
-	kind := strings.ToLower(f.backend)
-	if kind == "zk" {
-		kind = backend.ZooKeeper
-	}
-	if !slices.Contains(backend.Kinds, kind) {
+	named, err := backend.Lookup(f.backend)
+	if err != nil || f.backend == "" {
 		return "", usagef("--backend %q: want one of %s", f.backend, strings.Join(backend.Kinds, ", "))
 	}
-	own := map[string]string{"redis": backend.Redis, "cluster": backend.Redis, "etcd": backend.Etcd, "zk": backend.ZooKeeper}
-	for _, flag := range []string{"redis", "cluster", "etcd", "zk"} {
-		if c.Flags().Lookup(flag) != nil && c.Flags().Changed(flag) && own[flag] != kind {
-			return "", usagef("--%s is a flag of --backend %s (this is --backend %s)", flag, own[flag], kind)
+	kind := named.Kind
+	for _, s := range backend.Services {
+		flags := []string{s.Flag}
+		if s.Kind == backend.Redis {
+			flags = append(flags, "cluster")
+		}
+		for _, flag := range flags {
+			if c.Flags().Lookup(flag) != nil && c.Flags().Changed(flag) && s.Kind != kind {
+				return "", usagef("--%s is a flag of --backend %s (this is --backend %s)", flag, s.Kind, kind)
+			}
 		}
 	}
 	return kind, nil
@@ -115,10 +115,7 @@ func (f *adminFlags) openInspector(c *cobra.Command, kind string) (insp inspecto
 		}
 		return locks, done, nil
 	}
-	flag, addr := "etcd", f.etcd
-	if kind == backend.ZooKeeper {
-		flag, addr = "zk", f.zk
-	}
+	flag, addr, _ := f.addr(kind)
 	b, err := backend.Open(c.Context(), kind, addr)
 	if err != nil {
 		return nil, nil, openError(flag, err)

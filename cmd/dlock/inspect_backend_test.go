@@ -46,7 +46,7 @@ func inspectServer(t *testing.T, kind string) (b *backend.Backend, flags []strin
 		}
 		t.Cleanup(func() { _ = c.Close(); _ = cli.Close() })
 		return b, []string{"--backend", kind, "--etcd", b.Addr}, func(n string, p int) dl.Locker { return c.Semaphore(n, p) }
-	default:
+	case backend.ZooKeeper:
 		c, err := zklock.Dial(ctx, b.Addr, zklock.Config{TTL: 2 * time.Second, Label: "cli-test"})
 		if err != nil {
 			t.Fatal(err)
@@ -54,6 +54,8 @@ func inspectServer(t *testing.T, kind string) (b *backend.Backend, flags []strin
 		t.Cleanup(func() { _ = c.Close() })
 		return b, []string{"--backend", kind, "--zk", b.Addr}, func(n string, p int) dl.Locker { return c.Semaphore(n, p) }
 	}
+	t.Fatalf("no inspect fixture for backend %s", kind)
+	return nil, nil, nil
 }
 
 // lockServerAt returns the Redis URL and a dlock Client (label "cli-test").

@@ -44,7 +44,7 @@ prints what election.Observe saw (who led, from the holder metadata).`,
 			})
 		},
 	}
-	f.registerBackend(c)
+	f.registerAll(c)
 	d := drill.LeaderDefaults()
 	c.Flags().IntVar(&o.Replicas, "replicas", d.Replicas, "candidate processes campaigning at once")
 	c.Flags().IntVar(&o.Kills, "kills", d.Kills, "leaders killed, one after another")

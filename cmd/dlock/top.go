@@ -168,13 +168,8 @@ func runTop(c *cobra.Command, f *adminFlags, cfg topConfig) error {
 
 // topServer names the server top reads, its password hidden.
 func topServer(f *adminFlags, kind string) string {
-	switch kind {
-	case backend.Etcd:
-		return f.etcd
-	case backend.ZooKeeper:
-		return f.zk
-	}
-	return backend.Redact(f.redis)
+	_, addr, _ := f.addr(kind)
+	return backend.Redact(addr)
 }
 
 // unlockCommand returns the dlock unlock --force line for the lock called

@@ -184,7 +184,7 @@ func putForeign(t *testing.T, b *backend.Backend) string {
 			t.Fatal(err)
 		}
 		return "junk"
-	default:
+	case backend.ZooKeeper:
 		conn, _, err := zk.Connect([]string{b.Addr}, 5*time.Second, zk.WithLogInfo(false))
 		if err != nil {
 			t.Fatal(err)
@@ -195,6 +195,8 @@ func putForeign(t *testing.T, b *backend.Backend) string {
 		}
 		return "junk"
 	}
+	t.Fatalf("no foreign key fixture for backend %s", b.Kind)
+	return ""
 }
 
 func lockOf(v top.View, name string) *top.Lock {

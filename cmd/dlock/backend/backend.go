@@ -24,9 +24,6 @@ const (
 	ZooKeeper = "zookeeper"
 )
 
-// Kinds lists the backends Open knows, in the order the tables show them.
-var Kinds = []string{Redis, Etcd, ZooKeeper}
-
 var (
 	// ErrUnknown wraps a backend name Open does not know.
 	ErrUnknown = errors.New("unknown backend")
@@ -128,18 +125,11 @@ type Backend struct {
 // stopped by Close: a redis-server from PATH (else an in-process miniredis),
 // an etcd member, a ZooKeeper server. kind "" means Redis.
 func Open(ctx context.Context, kind, addr string) (*Backend, error) {
-	var open func(context.Context, string) (*Backend, error)
-	switch strings.ToLower(kind) {
-	case "", Redis:
-		open = openRedis
-	case Etcd:
-		open = openEtcd
-	case ZooKeeper, "zk":
-		open = openZooKeeper
-	default:
-		return nil, fmt.Errorf("%w %q: want one of %s", ErrUnknown, kind, strings.Join(Kinds, ", "))
+	s, err := Lookup(kind)
+	if err != nil {
+		return nil, err
 	}
-	b, err := open(ctx, addr)
+	b, err := s.open(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -256,18 +246,11 @@ func CheckAddr(kind, addr string) error {
 	if addr == "" {
 		return nil
 	}
-	switch strings.ToLower(kind) {
-	case "", Redis:
-		_, err := parseRedisURL(addr)
-		return err
-	case Etcd:
-		_, err := splitAddrs(Etcd, addr)
-		return err
-	case ZooKeeper, "zk":
-		_, err := splitAddrs(ZooKeeper, addr)
+	s, err := Lookup(kind)
+	if err != nil {
 		return err
 	}
-	return fmt.Errorf("%w %q: want one of %s", ErrUnknown, kind, strings.Join(Kinds, ", "))
+	return s.check(addr)
 }
 
 // splitAddrs reads the comma-separated host:port endpoints of a kind of

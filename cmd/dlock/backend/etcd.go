@@ -22,6 +22,15 @@ const (
 	etcdSession = 2 * time.Second
 )
 
+// etcdService is etcd, with etcdlock.
+var etcdService = Service{
+	Kind: Etcd, Flag: "etcd",
+	Servers: "etcd endpoints (host:port,...)", Embedded: "an embedded etcd member", Local: "127.0.0.1:2379",
+	Prefix: etcdlock.DefaultPrefix,
+	open:   openEtcd,
+	check:  func(addr string) error { _, err := splitAddrs(Etcd, addr); return err },
+}
+
 // openEtcd opens the etcd cluster at addr, or an embedded single member.
 func openEtcd(ctx context.Context, addr string) (*Backend, error) {
 	b := &Backend{Kind: Etcd}

@@ -17,6 +17,13 @@ import (
 	"github.com/dlockgo/dlock/internal/redisproc"
 )
 
+// redisService is Redis, with the dlock package.
+var redisService = Service{
+	Kind: Redis, Flag: "redis", Prefix: dlock.DefaultPrefix,
+	open:  openRedis,
+	check: func(url string) error { _, err := parseRedisURL(url); return err },
+}
+
 // openRedis opens the Redis at url, or the embedded default.
 func openRedis(ctx context.Context, url string) (*Backend, error) {
 	b := &Backend{Kind: Redis, Addr: url}

@@ -19,6 +19,15 @@ const (
 	zkSession = 2 * time.Second
 )
 
+// zooKeeperService is ZooKeeper, with zklock.
+var zooKeeperService = Service{
+	Kind: ZooKeeper, Flag: "zk",
+	Servers: "ZooKeeper servers (host:port,...)", Embedded: "an embedded ZooKeeper server", Local: "127.0.0.1:2181",
+	Prefix: zklock.DefaultPrefix,
+	open:   openZooKeeper,
+	check:  func(addr string) error { _, err := splitAddrs(ZooKeeper, addr); return err },
+}
+
 // openZooKeeper opens the ZooKeeper servers at addr, or an embedded one.
 func openZooKeeper(ctx context.Context, addr string) (*Backend, error) {
 	b := &Backend{Kind: ZooKeeper}

@@ -22,6 +22,18 @@ var startEnsemble = map[string]func(ctx context.Context, dir string) (*ensemble,
 	backend.ZooKeeper: startZKEnsemble,
 }
 
+// ensembleKinds names the backends startEnsemble starts, in
+// backend.Kinds' order: "etcd or zookeeper".
+func ensembleKinds() string {
+	var ks []string
+	for _, k := range backend.Kinds {
+		if startEnsemble[k] != nil {
+			ks = append(ks, k)
+		}
+	}
+	return strings.Join(ks, " or ")
+}
+
 // member is one server of an ensemble (an etcd member, a ZooKeeper server).
 type member interface {
 	Kill() error

@@ -57,8 +57,8 @@ type ConsensusFailoverOptions struct {
 }
 
 func (o *ConsensusFailoverOptions) defaults() error {
-	if o.Backend != backend.Etcd && o.Backend != backend.ZooKeeper {
-		return fmt.Errorf("failover: backend %q: want %s or %s", o.Backend, backend.Etcd, backend.ZooKeeper)
+	if _, ok := startEnsemble[o.Backend]; !ok {
+		return fmt.Errorf("failover: backend %q: want %s", o.Backend, ensembleKinds())
 	}
 	if o.Fault == "crash" {
 		o.Fault = FaultKill
