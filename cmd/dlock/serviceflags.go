@@ -40,15 +40,19 @@ func (f *serviceFlags) registerBackend(c *cobra.Command) {
 }
 
 // addr returns the flag that gives the address of the service kind and
-// its value; ok false when kind is not a service's name.
+// its value ("" when the command registered no such flag: Open's
+// embedded server); ok false when kind names no service.
 func (f *serviceFlags) addr(kind string) (flag, addr string, ok bool) {
-	if kind == backend.Redis {
-		return "redis", f.redis, true
+	for _, s := range backend.Services {
+		switch {
+		case s.Kind != kind:
+			continue
+		case kind == backend.Redis:
+			addr = f.redis
+		case f.addrs[kind] != nil:
+			addr = *f.addrs[kind]
+		}
+		return s.Flag, addr, true
 	}
-	p, ok := f.addrs[kind]
-	if !ok {
-		return "", "", false
-	}
-	s, _ := backend.Lookup(kind)
-	return s.Flag, *p, true
+	return "", "", false
 }
