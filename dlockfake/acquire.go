@@ -17,7 +17,7 @@ type request struct {
 	shape string   // "mutex", "lock", "fair", "rw_read", "rw_write", "semaphore", "multi"
 	name  string   // the lock's name (a MultiLock's: its names joined by ",")
 	names []string // the names it takes
-	mode  mode
+	mode  seam.Mode
 	// family is what a re-entry shares with the hold it joins (the same
 	// lock, and owner); "": not reentrant.
 	family  string

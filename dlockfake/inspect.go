@@ -44,7 +44,7 @@ func (s *Service) inspect(name string) dlock.Info {
 		}
 		info.Holders = append(info.Holders, holder)
 		info.Shape = shapeOf(h.req.shape)
-		if h.req.mode == exclusive {
+		if h.req.mode == seam.Exclusive {
 			info.TTL = holder.TTL
 		}
 	}

@@ -28,13 +28,13 @@ func (l *locker) Acquire(ctx context.Context, opts ...dlock.Option) (*dlock.Leas
 	return l.c.acquire(ctx, l.r, opts)
 }
 
-func (c *Client) one(shape, name string, m mode, family string) dlock.Locker {
+func (c *Client) one(shape, name string, m seam.Mode, family string) dlock.Locker {
 	return &locker{c, &request{shape: shape, name: name, names: []string{name}, mode: m, family: family}}
 }
 
 // Mutex returns the exclusive lock name. It is not reentrant: acquiring it
 // with the holder's context waits like anyone else.
-func (c *Client) Mutex(name string) dlock.Locker { return c.one("mutex", name, exclusive, "") }
+func (c *Client) Mutex(name string) dlock.Locker { return c.one("mutex", name, seam.Exclusive, "") }
 
 // Lock returns the reentrant exclusive lock name: acquiring it with a
 // context that carries the holder's owner (one of its Leases' Context)
@@ -42,11 +42,13 @@ func (c *Client) Mutex(name string) dlock.Locker { return c.one("mutex", name, e
 // every Lease of the owner is unlocked. Re-entries go through the Client
 // that granted the hold (through another, the owner queues like anyone).
 // Lock and FairLock of one name are one lock.
-func (c *Client) Lock(name string) dlock.Locker { return c.one("lock", name, exclusive, "lock") }
+func (c *Client) Lock(name string) dlock.Locker { return c.one("lock", name, seam.Exclusive, "lock") }
 
 // FairLock returns the reentrant lock name, granted in strict arrival
 // order: the Lock of the same name (every shape of the fake is granted so).
-func (c *Client) FairLock(name string) dlock.Locker { return c.one("fair", name, exclusive, "lock") }
+func (c *Client) FairLock(name string) dlock.Locker {
+	return c.one("fair", name, seam.Exclusive, "lock")
+}
 
 // MultiLock returns the lock over names (in any order): it is granted when
 // every name is, at once, and never holds some of them only; it excludes
@@ -72,7 +74,7 @@ func (c *Client) MultiLock(names ...string) dlock.Locker {
 		}
 		return nil
 	}
-	return &locker{c, &request{shape: "multi", name: name, names: sorted, mode: exclusive, family: "multi\x00" + name, check: check}}
+	return &locker{c, &request{shape: "multi", name: name, names: sorted, mode: seam.Exclusive, family: "multi\x00" + name, check: check}}
 }
 
 // RWLock is a read-write lock: any number of readers share it, a writer
@@ -92,11 +94,13 @@ func (c *Client) RWLock(name string) *RWLock { return &RWLock{c, name} }
 func (rw *RWLock) Name() string { return rw.name }
 
 // ReadLock returns the read side: its Acquire takes a shared hold.
-func (rw *RWLock) ReadLock() dlock.Locker { return rw.c.one("rw_read", rw.name, shared, "rw_read") }
+func (rw *RWLock) ReadLock() dlock.Locker {
+	return rw.c.one("rw_read", rw.name, seam.Shared, "rw_read")
+}
 
 // WriteLock returns the write side: its Acquire takes the exclusive hold.
 func (rw *RWLock) WriteLock() dlock.Locker {
-	return rw.c.one("rw_write", rw.name, exclusive, "rw_write")
+	return rw.c.one("rw_write", rw.name, seam.Exclusive, "rw_write")
 }
 
 // Semaphore lets up to a number of holders in at once, each with a Lease
@@ -122,7 +126,7 @@ func (sem *Semaphore) Name() string { return sem.name }
 
 // Acquire takes one permit; see dlock.Locker.
 func (sem *Semaphore) Acquire(ctx context.Context, opts ...dlock.Option) (*dlock.Lease, error) {
-	r := &request{shape: "semaphore", name: sem.name, names: []string{sem.name}, mode: permit, permits: sem.permits}
+	r := &request{shape: "semaphore", name: sem.name, names: []string{sem.name}, mode: seam.Permit, permits: sem.permits}
 	r.check = func() error {
 		if err := seam.CheckName(sem.name); err != nil {
 			return err

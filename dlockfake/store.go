@@ -18,14 +18,6 @@ import (
 // is looked at. Everything here runs under Service.mu.
 
 // mode is how a hold shares its names.
-type mode uint8
-
-const (
-	exclusive mode = iota // Mutex, Lock, FairLock, MultiLock, the write side, another process's
-	shared                // the read side
-	permit                // one permit of a Semaphore
-)
-
 // entry is one name in the store.
 type entry struct {
 	holds   []*holding
@@ -143,7 +135,7 @@ type refusal struct {
 // its place in the queue (0: not queued, behind everyone).
 func (s *Service) try(a *acquisition, now time.Time) (*holding, refusal) {
 	r := a.req
-	if r.mode == permit {
+	if r.mode == seam.Permit {
 		if err := s.checkCount(a); err != nil {
 			return nil, refusal{err: err}
 		}
@@ -157,41 +149,31 @@ func (s *Service) try(a *acquisition, now time.Time) (*holding, refusal) {
 		}
 		return h, refusal{err: err}
 	}
-	var wake, permitWake time.Time
-	blocked, downgrade := false, false
+	var wake time.Time
+	blocked := false
 	for _, n := range r.names {
-		permits := 0
-		for _, h := range s.live(n, now) {
-			switch {
-			case h.req.mode == permit && r.mode == permit:
-				permits++
-				permitWake = earliest(permitWake, h.end())
-			case a.downgrades(h):
-				downgrade = true // at once: no writer gets in between
-			case r.mode == shared && h.req.mode == shared:
-			default:
-				blocked = true
+		hs := s.live(n, now)
+		m := r.mode
+		if slices.ContainsFunc(hs, a.downgrades) {
+			m = seam.Downgrade // at once: no writer gets in between
+		}
+		ad := seam.Admit(m, a.want)
+		for _, h := range hs {
+			if ad.See(seam.Other{Mode: h.req.mode, Ahead: true}) {
 				wake = earliest(wake, h.end())
 			}
 		}
-		if e := s.names[n]; e != nil && !downgrade {
+		if e := s.names[n]; e != nil {
 			for _, w := range e.waiting {
-				switch {
-				case a.ticket != 0 && w.ticket >= a.ticket:
-				case w.lapsed(now): // a silent waiter: it blocks nobody
-				case w.req.mode == permit && r.mode == permit:
-					permits++
-					permitWake = earliest(permitWake, w.place)
-				case w.req.mode != shared || r.mode != shared:
-					blocked = true
+				if a.ticket != 0 && w.ticket >= a.ticket || w.lapsed(now) { // behind, or silent: it blocks nobody
+					continue
+				}
+				if ad.See(seam.Other{Mode: w.req.mode, Ahead: true}) {
 					wake = earliest(wake, w.place)
 				}
 			}
 		}
-		if r.mode == permit && permits >= a.want {
-			blocked = true
-			wake = earliest(wake, permitWake)
-		}
+		blocked = blocked || !ad.Granted()
 	}
 	if blocked {
 		return nil, refusal{wake: wake}

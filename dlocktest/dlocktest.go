@@ -166,6 +166,9 @@ func Run(t *testing.T, b Backend) {
 	t.Run("Reentrant", s.reentrant)
 	t.Run("MutexNotReentrant", s.mutexNotReentrant)
 	t.Run("ReadWrite", s.readWrite)
+	t.Run("ReadWrite/DowngradePastQueuedWriter", s.downgrade)
+	t.Run("ReadWrite/ReaderPastQueuedWriter", s.readerPastWriter)
+	t.Run("Reentrant/PastQueuedWaiter", s.reentrantPastWaiter)
 	t.Run("Semaphore", s.semaphore)
 	t.Run("Semaphore/PermitsInTheStore", s.permitsInTheStore)
 	t.Run("Semaphore/SetPermits", s.setPermits)
@@ -344,14 +347,7 @@ func (s *suite) handOff(t *testing.T, sh shape) {
 	n := name(t)
 	ctx := testCtx(t, 30*time.Second)
 	first := acquire(t, ctx, ls[0](n))
-	got := make(chan *dlock.Lease, 1)
-	go func() {
-		l, err := ls[1](n).Acquire(ctx, dlock.Wait(20*time.Second))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := acquireLater(t, ctx, ls[1](n), dlock.Wait(20*time.Second))
 	select {
 	case l := <-got:
 		t.Fatalf("second holder got the lock while the first held it (%v)", l)
@@ -639,11 +635,22 @@ func (s *suite) mutexNotReentrant(t *testing.T) {
 	}
 }
 
-func (s *suite) readWrite(t *testing.T) {
-	a, b := s.b.NewClient(t), s.b.NewClient(t)
-	if a.Read == nil || a.Write == nil {
+// rwClients returns k new clients of the backend, or skips t if it has no
+// read-write lock.
+func (s *suite) rwClients(t *testing.T, k int) []Client {
+	cs := make([]Client, k)
+	for i := range cs {
+		cs[i] = s.b.NewClient(t)
+	}
+	if cs[0].Read == nil || cs[0].Write == nil {
 		t.Skip("the backend has no read-write lock")
 	}
+	return cs
+}
+
+func (s *suite) readWrite(t *testing.T) {
+	cs := s.rwClients(t, 2)
+	a, b := cs[0], cs[1]
 	n := name(t)
 	ctx := testCtx(t, 20*time.Second)
 	r1 := acquire(t, ctx, a.Read(n), dlock.Wait(0))
@@ -686,6 +693,107 @@ func (s *suite) readWrite(t *testing.T) {
 	}
 }
 
+// downgrade: the writer takes the read side under its own write hold at
+// once, also with another writer queued behind it (a reader that queued
+// would wait for that writer, and the writer for the holder: for ever);
+// the queued writer gets in only once both sides are released.
+func (s *suite) downgrade(t *testing.T) {
+	cs := s.rwClients(t, 2)
+	a, b := cs[0], cs[1]
+	n := name(t)
+	ctx := testCtx(t, 60*time.Second)
+	w := acquire(t, ctx, a.Write(n))
+	got := acquireLater(t, ctx, b.Write(n), dlock.Wait(40*time.Second))
+	if a.Inspect != nil {
+		inspectUntil(t, ctx, a.Inspect, n, "a writer queued behind the writer", func(i dlock.Info) bool { return len(i.Queue) == 1 })
+	} else {
+		time.Sleep(300 * time.Millisecond) // the writer queues
+	}
+	r, err := a.Read(n).Acquire(w.Context(), dlock.Wait(5*time.Second))
+	if err != nil {
+		t.Fatalf("the writer's own read side, another writer queued: %v; want it granted at once (a downgrade)", err)
+	}
+	if a.Inspect != nil {
+		inspectUntil(t, ctx, a.Inspect, n, "the writer and its read side hold, a writer waits", func(i dlock.Info) bool { return len(i.Holders) == 2 && len(i.Queue) == 1 })
+	}
+	unlock(t, w)
+	if a.Inspect != nil {
+		inspectUntil(t, ctx, a.Inspect, n, "the read side holds, a writer waits", func(i dlock.Info) bool {
+			return len(i.Holders) == 1 && i.Holders[0].Mode == "read" && len(i.Queue) == 1
+		})
+	}
+	select {
+	case l := <-got:
+		t.Fatalf("the queued writer got in beside the downgraded reader (lease %v)", l != nil)
+	case <-time.After(300 * time.Millisecond):
+	}
+	unlock(t, r)
+	if l := <-got; l != nil {
+		unlock(t, l)
+	}
+}
+
+// readerPastWriter: with a writer queued, a reader that holds the read
+// side re-enters it at once (it holds already: waiting would deadlock
+// against the writer, which waits for it), a new reader waits behind the
+// writer (writers do not starve), and the holder's upgrade is refused at
+// once with ErrUpgrade, not after its Wait.
+func (s *suite) readerPastWriter(t *testing.T) {
+	cs := s.rwClients(t, 3)
+	a, b, c := cs[0], cs[1], cs[2]
+	n := name(t)
+	ctx := testCtx(t, 60*time.Second)
+	r := acquire(t, ctx, a.Read(n))
+	stop := waitIn(t, ctx, b.Write(n))
+	if a.Inspect != nil {
+		inspectUntil(t, ctx, a.Inspect, n, "a writer queued behind the reader", func(i dlock.Info) bool { return len(i.Queue) == 1 })
+	} else {
+		time.Sleep(300 * time.Millisecond) // the writer queues
+	}
+	again, err := a.Read(n).Acquire(r.Context(), dlock.Wait(0))
+	if err != nil {
+		t.Fatalf("the reader's re-entry, a writer queued: %v; want it at once", err)
+	}
+	if _, err := c.Read(n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("a new reader with a writer queued: %v; want ErrNotAcquired (the writer goes first)", err)
+	}
+	start := time.Now()
+	if _, err := a.Write(n).Acquire(r.Context(), dlock.Wait(10*time.Second)); !errors.Is(err, dlock.ErrUpgrade) {
+		t.Fatalf("the reader's upgrade: %v; want ErrUpgrade", err)
+	} else if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the upgrade was refused after %v; want at once, not at the end of its Wait", d)
+	}
+	unlock(t, again)
+	unlock(t, r)
+	stop()
+}
+
+// reentrantPastWaiter: a reentrant lock's holder re-enters it at once
+// while another owner waits for it, and the waiter gets it only after the
+// last of the holder's unlocks.
+func (s *suite) reentrantPastWaiter(t *testing.T) {
+	ls := s.lockers(t, s.exclusive()[1], 2)
+	n := name(t)
+	ctx := testCtx(t, 60*time.Second)
+	outer := acquire(t, ctx, ls[0](n))
+	got := acquireLater(t, ctx, ls[1](n), dlock.Wait(40*time.Second))
+	time.Sleep(300 * time.Millisecond) // the waiter queues
+	inner, err := ls[0](n).Acquire(outer.Context(), dlock.Wait(0))
+	if err != nil {
+		t.Fatalf("the holder's re-entry, another owner waiting: %v; want it at once", err)
+	}
+	unlock(t, inner)
+	select {
+	case <-got:
+		t.Fatal("the waiter got the lock after one of the holder's two unlocks")
+	case <-time.After(300 * time.Millisecond):
+	}
+	unlock(t, outer)
+	if l := <-got; l != nil {
+		unlock(t, l)
+	}
+}
+
 func (s *suite) do(t *testing.T) {
 	a, b := s.b.NewClient(t), s.b.NewClient(t)
 	n := name(t)
@@ -704,6 +812,20 @@ func (s *suite) do(t *testing.T) {
 	}
 	l := acquire(t, ctx, b.Mutex(n), dlock.Wait(5*time.Second))
 	unlock(t, l)
+}
+
+// acquireLater starts l.Acquire(ctx, opts...) in the background and
+// returns where its Lease comes (nil, and t failed, on an error).
+func acquireLater(t *testing.T, ctx context.Context, l dlock.Locker, opts ...dlock.Option) <-chan *dlock.Lease {
+	got := make(chan *dlock.Lease, 1)
+	go func() {
+		lease, err := l.Acquire(ctx, opts...)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lease
+	}()
+	return got
 }
 
 // hammer runs workers goroutines, each taking the lock locker(worker) rounds

@@ -163,11 +163,9 @@ func (s *suite) inspectExclusive(t *testing.T) {
 
 // inspectReadWrite: two readers hold, a writer waits behind them.
 func (s *suite) inspectReadWrite(t *testing.T) {
-	a, b, c := s.b.NewClient(t), s.b.NewClient(t), s.b.NewClient(t)
+	cs := s.rwClients(t, 3)
+	a, b, c := cs[0], cs[1], cs[2]
 	inspect := inspector(t, a)
-	if a.Read == nil || a.Write == nil {
-		t.Skip("the backend has no read-write lock")
-	}
 	ctx := testCtx(t, 60*time.Second)
 	n := name(t)
 	r1 := acquire(t, ctx, a.Read(n))

@@ -48,14 +48,7 @@ func (s *suite) maxHold(t *testing.T, sh shape) {
 	ctx := testCtx(t, d+60*time.Second)
 	start := time.Now()
 	l := acquire(t, ctx, get(n), dlock.MaxHold(d))
-	got := make(chan *dlock.Lease, 1)
-	go func() {
-		w, err := other(n).Acquire(ctx, dlock.Wait(d+30*time.Second))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- w
-	}()
+	got := acquireLater(t, ctx, other(n), dlock.Wait(d+30*time.Second))
 	var lostAt time.Time
 	select {
 	case <-l.Done():

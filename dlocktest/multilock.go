@@ -64,14 +64,7 @@ func (s *suite) multiAllOrNone(t *testing.T) {
 		l := acquire(t, ctx, other.Lock(n), dlock.Wait(0))
 		unlock(t, l)
 	}
-	got := make(chan *dlock.Lease, 1)
-	go func() {
-		l, err := ms[0](b, c, a).Acquire(ctx, dlock.Wait(20*time.Second))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := acquireLater(t, ctx, ms[0](b, c, a), dlock.Wait(20*time.Second))
 	select {
 	case <-got:
 		t.Fatal("the MultiLock was granted while a member was held")

@@ -68,21 +68,12 @@ func (s *suite) liveWriter(t *testing.T) {
 	if d == 0 {
 		t.Skip("the backend does not honour QueueTimeout")
 	}
-	a, b, c := s.b.NewClient(t), s.b.NewClient(t), s.b.NewClient(t)
-	if a.Read == nil || a.Write == nil {
-		t.Skip("the backend has no read-write lock")
-	}
+	cs := s.rwClients(t, 3)
+	a, b, c := cs[0], cs[1], cs[2]
 	n := name(t)
 	ctx := testCtx(t, 3*d+60*time.Second)
 	r := acquire(t, ctx, a.Read(n))
-	got := make(chan *dlock.Lease, 1)
-	go func() {
-		l, err := b.Write(n).Acquire(ctx, dlock.QueueTimeout(d), dlock.Wait(3*d+30*time.Second))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := acquireLater(t, ctx, b.Write(n), dlock.QueueTimeout(d), dlock.Wait(3*d+30*time.Second))
 	select {
 	case <-got:
 		t.Fatal("the writer got in beside a reader")
@@ -124,14 +115,7 @@ func (s *suite) silentWaiter(t *testing.T, sh shape) {
 	}()
 	defer func() { stop(); <-silentDone }()
 	time.Sleep(300 * time.Millisecond) // the silent waiter queues
-	got := make(chan *dlock.Lease, 1)
-	go func() {
-		l, err := ls[1](n).Acquire(ctx, dlock.QueueTimeout(d), dlock.Wait(3*d+30*time.Second))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := acquireLater(t, ctx, ls[1](n), dlock.QueueTimeout(d), dlock.Wait(3*d+30*time.Second))
 	time.Sleep(300 * time.Millisecond) // the live waiter queues behind it
 	cut()
 	cutAt := time.Now()

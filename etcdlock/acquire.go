@@ -26,9 +26,12 @@ type shape struct {
 	hold    func(owner string) string
 	permits int          // a Semaphore's count, written into its keys' metadata
 	check   func() error // the name and arguments; nil: seam.CheckName(name)
-	// before runs ahead of queueing (after a re-entry found no live hold):
-	// a grant, a refusal, or nil, nil to queue. nil: nothing.
-	before func(a *attempt) (*dlock.Lease, error)
+	// refuse, if set, runs ahead of queueing (after a re-entry found no
+	// live hold): why the attempt may not queue, or nil.
+	refuse func(a *attempt) error
+	// down, if set, is the directory of a read hold its owner takes under
+	// its own write hold (a downgrade): granted at once, not queued.
+	down string
 	// first are the reads of the acquiring transaction, after the puts (the
 	// new keys are the newest in etcd then); later(rev) the reads that tell
 	// what keys created at rev wait for now. They read keys only: etcd
@@ -95,24 +98,21 @@ func (c *Client) acquire(ctx context.Context, sh shape, opts []dlock.Option) (l 
 	wctx, cancel := call.WaitContext(c.ttl, c.bg)
 	defer cancel()
 	a.wctx = untimed(wctx)
-	fail := func(err error) error { return call.Failed(a.wctx, err, c.isClosed, "etcd") }
 	if sh.hold != nil {
 		a.owner = seam.OwnerOf(ctx)
 		a.hold = sh.hold(a.owner)
 		joined, done, err := a.enter(call.Until())
 		if err != nil {
-			return nil, fail(err)
+			return nil, err
 		}
 		if joined != nil {
 			return joined, nil
 		}
 		defer done()
 	}
-	if sh.before != nil {
-		if l, err := sh.before(a); err != nil {
-			return nil, fail(err)
-		} else if l != nil {
-			return l, nil
+	if sh.refuse != nil {
+		if err := sh.refuse(a); err != nil {
+			return nil, err
 		}
 	}
 	sl, err := seam.Queue[*place](a.wctx, &call, a, c.isClosed, "etcd")
@@ -132,6 +132,9 @@ type attempt struct {
 	ownAt <-chan time.Time   // when to start watching our own key
 	q     *queueLease        // our keys' lease of their own while they wait (QueueTimeout)
 	slot  int                // the slot of our keys' names while we queue; -1: none
+	// downTried: Join tried the downgrade (shape.down) and found no write
+	// hold of the owner's, or was granted it once.
+	downTried bool
 }
 
 // place is an attempt's keys in line, one in each of its shape's
@@ -169,9 +172,20 @@ func (a *attempt) enter(until time.Time) (*dlock.Lease, func(), error) {
 
 // Join puts keys for this attempt in the lock's directories, with their
 // marks (lockdelay.go), and reads what is in their way in the same
-// transaction when the reads fit. ok is false when nothing stays (the
-// session ended first, or a key or mark of that name was left over).
+// transaction when the reads fit; or, the first time, for a downgrade,
+// its key granted at once. ok is false when nothing stays (the session
+// ended first, or a key or mark of that name was left over).
 func (a *attempt) Join(ctx context.Context) (*place, bool, error) {
+	if a.sh.down != "" && !a.downTried {
+		p, err := a.downgrade(ctx)
+		if err != nil {
+			return nil, false, err // tried again, if transient: the owner may hold the write side still
+		}
+		a.downTried = true
+		if p != nil {
+			return p, true, nil
+		}
+	}
 	s, err := a.c.session(ctx)
 	if err != nil {
 		return nil, false, err

@@ -25,7 +25,7 @@ type Lock struct {
 // Acquire.
 func (c *Client) Lock(name string) *Lock {
 	sh := c.exclusive("lock", name, func(owner string) string { return holdKey("lock", name, owner) })
-	sh.before = func(a *attempt) (*dlock.Lease, error) { return nil, a.notInMulti() }
+	sh.refuse = (*attempt).notInMulti
 	return &Lock{c: c, name: name, sh: sh}
 }
 

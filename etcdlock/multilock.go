@@ -73,12 +73,10 @@ func (m *MultiLock) Acquire(ctx context.Context, opts ...dlock.Option) (*dlock.L
 	}
 	return c.acquire(ctx, shape{
 		kind: "multi", name: m.Name(), dirs: dirs,
-		hold:  func(owner string) string { return holdKey("multi", id, owner) },
-		check: m.validate,
-		before: func(a *attempt) (*dlock.Lease, error) {
-			return nil, a.notHeldElsewhere(dirs, m.names)
-		},
-		first: first,
+		hold:   func(owner string) string { return holdKey("multi", id, owner) },
+		check:  m.validate,
+		refuse: func(a *attempt) error { return a.notHeldElsewhere(dirs, m.names) },
+		first:  first,
 		later: func(rev int64) []clientv3.Op {
 			ops := make([]clientv3.Op, len(dirs))
 			for i, d := range dirs {

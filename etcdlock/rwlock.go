@@ -42,8 +42,8 @@ func (rw *RWLock) ReadLock() dlock.Locker {
 	writers := base + "w/"
 	return &side{name: name, c: c, sh: shape{
 		kind: "rw_read", name: name, dirs: []string{base + "r/"}, area: []string{base},
-		hold:   func(owner string) string { return holdKey("rw_read", name, owner) },
-		before: func(a *attempt) (*dlock.Lease, error) { return a.downgrade(base + "d/") },
+		hold: func(owner string) string { return holdKey("rw_read", name, owner) },
+		down: base + "d/",
 		// No writer: granted; else the newest writer.
 		first: []clientv3.Op{clientv3.OpGet(writers, append(clientv3.WithLastCreate(), clientv3.WithKeysOnly())...)},
 		later: func(rev int64) []clientv3.Op {
@@ -61,11 +61,11 @@ func (rw *RWLock) WriteLock() dlock.Locker {
 	return &side{name: name, c: c, sh: shape{
 		kind: "rw_write", name: name, dirs: []string{base + "w/"}, area: []string{base},
 		hold: func(owner string) string { return holdKey("rw_write", name, owner) },
-		before: func(a *attempt) (*dlock.Lease, error) {
+		refuse: func(a *attempt) error {
 			if a.carried() && a.c.held(holdKey("rw_read", name, a.owner)) != nil {
-				return nil, fmt.Errorf("%w (unlock the read side first)", dlock.ErrUpgrade)
+				return fmt.Errorf("%w (unlock the read side first)", dlock.ErrUpgrade)
 			}
-			return nil, nil
+			return nil
 		},
 		first: []clientv3.Op{clientv3.OpGet(base, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2), clientv3.WithKeysOnly()), down},
 		later: func(rev int64) []clientv3.Op {
@@ -101,11 +101,12 @@ func (s *side) Acquire(ctx context.Context, opts ...dlock.Option) (*dlock.Lease,
 	return s.c.acquire(ctx, s.sh, opts)
 }
 
-// downgrade grants the read side at once to an owner that holds the write
-// side: its key goes under dir (d/), written only while the owner's write
-// key still exists, so a writer that finds the write key gone finds this
-// one. nil, nil: the owner holds no write side (queue as a reader).
-func (a *attempt) downgrade(dir string) (*dlock.Lease, error) {
+// downgrade puts the read side's key of an owner that holds the write
+// side under the shape's down directory (d/), written only while the
+// owner's write key still exists (so a writer that finds the write key
+// gone finds this one): a place granted at once. nil, nil: the owner holds
+// no write side, or lost it meanwhile (queue as a reader).
+func (a *attempt) downgrade(ctx context.Context) (*place, error) {
 	if !a.carried() {
 		return nil, nil // a new owner holds nothing
 	}
@@ -113,15 +114,15 @@ func (a *attempt) downgrade(dir string) (*dlock.Lease, error) {
 	if w == nil {
 		return nil, nil
 	}
-	s, err := a.c.session(a.wctx)
+	s, err := a.c.session(ctx)
 	if err != nil {
 		return nil, err
 	}
 	a.slot = a.c.slots.take()
-	key := holderKey(dir, s, a.slot)
+	key := holderKey(a.sh.down, s, a.slot)
 	put := clientv3.OpPut(key, a.c.value(a.owner, 0, false, time.Now()), clientv3.WithLease(s.id))
 	puts := append([]clientv3.Op{put}, a.c.markPuts([]string{key}, a.markValue(s.keep))...)
-	resp, err := a.c.cli.Txn(a.wctx).If(w.Ops().owned()...).Then(puts...).Commit()
+	resp, err := a.c.cli.Txn(ctx).If(w.Ops().owned()...).Then(puts...).Commit()
 	switch {
 	case err != nil && a.c.sessionGone(s, err):
 		err = nil
@@ -135,5 +136,6 @@ func (a *attempt) downgrade(dir string) (*dlock.Lease, error) {
 		a.slot = -1
 		return nil, err
 	}
-	return a.granted(s, []string{key}, resp.Header.Revision, a.owner)
+	r := resp.Header.Revision
+	return &place{s: s, keys: []string{key}, rev: r, id: a.owner, at: r, looked: true}, nil
 }

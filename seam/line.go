@@ -113,12 +113,6 @@ func Queue[P any](ctx context.Context, a *Acquisition, line Line[P], closed func
 	return l, nil
 }
 
-// Failed turns err, which ended a's Acquire before it joined a line
-// (under ctx, its WaitContext), into Acquire's error, as Queue does.
-func (a *Acquisition) Failed(ctx context.Context, err error, closed func() bool, service string) error {
-	return a.failed(ctx, err, nil, closed, service)
-}
-
 func (a *Acquisition) failed(ctx context.Context, err, last error, closed func() bool, service string) error {
 	switch {
 	case a.Store.Err() != nil:

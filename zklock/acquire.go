@@ -1,6 +1,7 @@
 package zklock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,49 +44,47 @@ type place struct {
 	twins []string
 }
 
-// admitted reads the listing of dir for me, r's node of attempt: whether
-// it is there, whether it holds the lock (a writer: nobody before it; a
-// reader: no writer before it but the owner's own write hold; a permit:
-// fewer than permits before it), the member to watch if not (the nearest
-// one it waits for), and the twins before it (nodes of the same attempt: a
-// create applied late), which block nobody once deleted. One pass over
-// the names, no sort: a hot lock's listing is long.
+// admitted reads the listing of dir for me, r's node of attempt, by the
+// rule of a grant (seam.Admission): whether it is there, whether it holds
+// the lock, the member to watch if not (the nearest one in its way ahead
+// of it; else a downgrade after it), and the twins before it (nodes of the
+// same attempt: a create applied late), which block nobody once deleted.
+// A reader's own is its owner's write hold through this client. One pass
+// over the names, no sort: a hot lock's listing is long.
 func (r *request) admitted(c *Client, dir, me, attempt string, children []string) place {
 	mine, ok := parseMember(me)
 	if !ok {
 		return place{}
 	}
 	var p place
-	var before int
-	var pred, writer member // the nearest before it, and the nearest writer before it not the owner's
+	ad := seam.Admit(modeOf(mine.kind), r.permits)
+	var near, after member // in the way: the nearest ahead of it, one after it
 	for _, ch := range children {
 		if ch == me {
 			p.found = true
 			continue
 		}
 		m, ok := parseMember(ch)
-		if !ok || m.seq >= mine.seq {
+		if !ok {
 			continue
 		}
-		if len(ch) > 2 && strings.HasPrefix(ch[2:], attempt) {
+		ahead := m.seq < mine.seq
+		if ahead && len(ch) > 2 && strings.HasPrefix(ch[2:], attempt) {
 			p.twins = append(p.twins, ch)
 			continue
 		}
-		before++
-		if pred.name == "" || m.seq > pred.seq {
-			pred = m
-		}
-		if r.kind == kindRead && m.kind == kindWrite && (writer.name == "" || m.seq > writer.seq) && !c.ownedBy(dir, ch, r.owner) {
-			writer = m
+		own := ahead && mine.kind == kindRead && m.kind == kindWrite && c.ownedBy(dir, ch, r.owner)
+		switch {
+		case !ad.See(seam.Other{Mode: modeOf(m.kind), Ahead: ahead, Own: own}):
+		case !ahead:
+			after = m
+		case near.name == "" || m.seq > near.seq:
+			near = m
 		}
 	}
-	switch r.kind {
-	case kindRead:
-		p.ok, p.watch = writer.name == "", writer.name
-	case kindPermit:
-		p.ok = before < r.permits
-	default:
-		p.ok, p.watch = before == 0, pred.name
+	p.ok = ad.Granted()
+	if !p.ok && r.kind != kindPermit { // a permit watches the whole directory
+		p.watch = cmp.Or(near.name, after.name)
 	}
 	return p
 }
@@ -243,7 +242,9 @@ type spot struct {
 var _ seam.Line[*spot] = (*line)(nil)
 
 // Join queues a node for the request (a MultiLock: one on each member, in
-// one transaction). ok is false when a permit's count changed meanwhile.
+// one transaction), or, for a reader whose owner holds the write side, a
+// read node that holds at once (kindDown). ok is false when a permit's
+// count changed meanwhile.
 func (l *line) Join(ctx context.Context) (*spot, bool, error) {
 	c, r := l.c, l.r
 	names := r.members()
@@ -252,8 +253,15 @@ func (l *line) Join(ctx context.Context) (*spot, bool, error) {
 		dirs[i] = c.dir(r.family, name)
 	}
 	attempt := newAttempt()
-	got, sid, err := c.create(ctx, dirs, r.kind, attempt, c.nodeData(r, l.o), c.countCheck(r))
-	if errors.Is(err, errCount) { // nothing was made: see what count ZooKeeper keeps
+	kind, check := r.kind, c.countCheck(r)
+	if w := c.under(r, dirs[0]); w != "" {
+		kind, check = kindDown, w
+	}
+	got, sid, err := c.create(ctx, dirs, kind, attempt, c.nodeData(r, l.o), check)
+	if errors.Is(err, errCheck) && kind == kindDown { // the write node went meanwhile: queue as a reader
+		got, sid, err = c.create(ctx, dirs, r.kind, attempt, c.nodeData(r, l.o), "")
+	}
+	if errors.Is(err, errCheck) { // nothing was made: see what count ZooKeeper keeps
 		return nil, false, c.settle(ctx, r)
 	}
 	if err != nil {

@@ -194,7 +194,7 @@ func (d listed) describe(info *dlock.Info) {
 		if info.Permits == 0 { // nodes of a version that kept no count
 			info.Permits = first.meta.permits
 		}
-	case first.kind == kindRead, first.meta.shape == "rw_write":
+	case first.kind == kindRead, first.kind == kindDown, first.meta.shape == "rw_write":
 		info.Shape = "rw"
 	case first.meta.shape != "":
 		info.Shape = first.meta.shape
@@ -221,29 +221,26 @@ func (d listed) describe(info *dlock.Info) {
 	}
 }
 
-// granted reports whether the i-th node in line holds the lock (see
-// request.admitted).
+// granted reports whether the i-th node in line holds the lock, by the
+// rule of a grant (as request.admitted reads it): its owner's own is the
+// first node's of the same owner (a reader's write hold, or the downgrade
+// the first writer took).
 func (d listed) granted(i, permits int) bool {
 	n := d.nodes[i]
-	switch n.kind {
-	case kindPermit:
-		return i < permits
-	case kindRead:
-		for j, m := range d.nodes[:i] { // a writer before it, but its owner's own granted one
-			if m.kind == kindWrite && (j > 0 || m.meta.owner == "" || m.meta.owner != n.meta.owner) {
-				return false
-			}
+	ad := seam.Admit(modeOf(n.kind), permits)
+	for j, m := range d.nodes {
+		if j != i {
+			own := (i == 0 || j == 0) && n.meta.owner != "" && m.meta.owner == n.meta.owner
+			ad.See(seam.Other{Mode: modeOf(m.kind), Ahead: j < i, Own: own})
 		}
-		return true
-	default:
-		return i == 0
 	}
+	return ad.Granted()
 }
 
 // mode is a node's Mode: "read" or "write" for an RWLock's.
 func mode(n listedNode) string {
 	switch {
-	case n.kind == kindRead:
+	case n.kind == kindRead, n.kind == kindDown:
 		return "read"
 	case n.meta.shape == "rw_write":
 		return "write"

@@ -16,10 +16,28 @@ import (
 
 // Node kinds: the first letter of a node's name.
 const (
-	kindWrite  = 'w' // Mutex, Lock, the write side of an RWLock
-	kindRead   = 'r' // the read side of an RWLock
+	kindWrite = 'w' // Mutex, Lock, the write side of an RWLock
+	kindRead  = 'r' // the read side of an RWLock
+	// kindDown is a read node made while its owner's write node existed (a
+	// downgrade, made in one transaction with a check of that node): it
+	// holds at once, and every writer waits for it, also one queued
+	// before it.
+	kindDown   = 'd'
 	kindPermit = 's' // a Semaphore permit
 )
+
+// modeOf returns the mode of a node of kind k (an unknown kind: Exclusive).
+func modeOf(k byte) seam.Mode {
+	switch k {
+	case kindRead:
+		return seam.Shared
+	case kindPermit:
+		return seam.Permit
+	case kindDown:
+		return seam.Downgrade
+	}
+	return seam.Exclusive
+}
 
 // node is one granted (or waiting) acquisition: its znode
 // <kind>-<attempt>-<sequence> (a MultiLock's: one in each member's
@@ -196,7 +214,7 @@ type created struct {
 // is the nodes' czxid; the touch's reply also says how many children each
 // directory has) and the session they belong to. If check is not "",
 // the transaction also checks that the node check exists (a Semaphore's
-// count, see countCheck), and fails with errCount, making nothing, if it
+// count, see countCheck; the write node of a downgrade, see under), and fails with errCheck, making nothing, if it
 // does not. A create whose
 // reply was lost is looked for by its attempt id and adopted, never left
 // behind; a missing directory is created. If ctx ends first, whatever the
@@ -286,7 +304,7 @@ func (c *Client) createOnce(dirs []string, prefix string, data []byte, check str
 		if r.Error != nil && !strings.HasPrefix(r.Error.Error(), "unknown error") {
 			err, failed = r.Error, i/2
 			if i == 2*len(dirs) { // the check
-				err = errCount
+				err = errCheck
 			}
 			break
 		}

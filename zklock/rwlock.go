@@ -11,7 +11,8 @@ import (
 //   - Both sides are reentrant through the Lease's Context, like Lock
 //     (counted by the Client, per Client).
 //   - The writer may also take the read side (downgrade: take the read
-//     lock, then unlock the write lock). The reverse, read to write, is
+//     lock, then unlock the write lock): it is granted at once, also with
+//     writers queued, and they wait for both sides. The reverse, read to write, is
 //     refused at once with dlock.ErrUpgrade: two readers upgrading would
 //     wait for each other forever.
 //   - Readers wait for the writers queued before them, writers for everyone

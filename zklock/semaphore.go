@@ -88,9 +88,11 @@ func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 	return nil
 }
 
-// errCount: the transaction that queues a permit found that ZooKeeper
-// does not keep its count (nothing was made).
-var errCount = errors.New("the permit count is not this one")
+// errCheck: the transaction that queues a node found its check's node
+// gone (nothing was made): ZooKeeper does not keep the permit count the
+// permit was asked with, or the write node a downgrade reads under is no
+// more.
+var errCheck = errors.New("the node the transaction checks is gone")
 
 // maxCountTries bounds the transactions that set a count, each undone by
 // another one changing it at once.

@@ -78,6 +78,26 @@ func (n *node) has(path string) bool {
 	return false
 }
 
+// under returns the write node in dir that r, a read, is taken under: its
+// owner's, held through this client (a downgrade); "" for none.
+func (c *Client) under(r *request, dir string) string {
+	if r.kind != kindRead || !r.carried {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.live[dir] {
+		if n.owner == r.owner && n.kind == kindWrite {
+			for _, p := range n.paths() {
+				if strings.HasPrefix(p, dir+"/") {
+					return p
+				}
+			}
+		}
+	}
+	return ""
+}
+
 // ownKind returns the kind of a node owner holds in dir through this
 // client (kindRead if it holds a read node, else kindWrite if a write
 // node), or 0.
