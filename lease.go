@@ -70,7 +70,10 @@ func (l *Lease) Token() int64 {
 // Context returns a context that carries this lease's owner (acquiring a
 // reentrant lock with it re-enters) and is cancelled when the lock is lost
 // (context.Cause wraps ErrLockLost), when the lease is unlocked, or when the
-// context given to Acquire is cancelled. Run the critical section under it.
+// context given to Acquire is cancelled (for a downgrade, a read lock taken
+// under the write Lease's Context: the one given to the write side's
+// Acquire, so that the read goes on after the write's unlock). Run the
+// critical section under it.
 // (It is made on the first call: a lease nobody asks for a context costs
 // none.)
 func (l *Lease) Context() context.Context { return l.s().Context() }

@@ -28,9 +28,10 @@ var rwInspector = inspector{withLibs("rw_inspect.lua", "lib.lua", "rw_lib.lua", 
 // holds it alone.
 //
 //   - Both sides are reentrant through the Lease's Context, like Lock.
-//   - The writer may also take the read side (downgrade: take the read lock,
-//     then unlock the write lock, and go on reading with no writer getting
-//     in between). The reverse, read to write, is refused at once with
+//   - The writer may also take the read side (downgrade: take the read lock
+//     under the write Lease's Context, then unlock the write lock, and go on
+//     reading under the read Lease's Context, with no writer getting in
+//     between). The reverse, read to write, is refused at once with
 //     ErrUpgrade: two readers upgrading would wait for each other forever.
 //   - Every read hold has its own lease (and watchdog): a reader that crashed
 //     blocks writers only until its own lease runs out, whatever the other

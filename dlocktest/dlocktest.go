@@ -696,10 +696,12 @@ func (s *suite) readWrite(t *testing.T) {
 // downgrade: the writer takes the read side under its own write hold at
 // once, also with another writer queued behind it (a reader that queued
 // would wait for that writer, and the writer for the holder: for ever);
-// the queued writer gets in only once both sides are released.
+// once the write side is released, the owner's way back to it is refused
+// (ErrUpgrade) and a new reader waits behind the queued writer, which gets
+// in only once both sides are released.
 func (s *suite) downgrade(t *testing.T) {
-	cs := s.rwClients(t, 2)
-	a, b := cs[0], cs[1]
+	cs := s.rwClients(t, 3)
+	a, b, c := cs[0], cs[1], cs[2]
 	n := name(t)
 	ctx := testCtx(t, 60*time.Second)
 	w := acquire(t, ctx, a.Write(n))
@@ -721,6 +723,15 @@ func (s *suite) downgrade(t *testing.T) {
 		inspectUntil(t, ctx, a.Inspect, n, "the read side holds, a writer waits", func(i dlock.Info) bool {
 			return len(i.Holders) == 1 && i.Holders[0].Mode == "read" && len(i.Queue) == 1
 		})
+	}
+	if err := r.Context().Err(); err != nil {
+		t.Fatalf("the downgraded reader's Context after the write's unlock: %v; want it live (the read goes on)", err)
+	}
+	if _, err := a.Write(n).Acquire(r.Context(), dlock.Wait(0)); !errors.Is(err, dlock.ErrUpgrade) {
+		t.Fatalf("the downgraded reader's write side again: %v; want ErrUpgrade", err)
+	}
+	if _, err := c.Read(n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("a new reader beside the downgraded one, a writer queued: %v; want ErrNotAcquired (the writer goes first)", err)
 	}
 	select {
 	case l := <-got:

@@ -324,6 +324,7 @@ func (k *keeper) lease(ctx context.Context, g grant) (*Lease, error) {
 	if g.lease > g.ttl {
 		full = g.lease
 	}
+	ctx = parentOf(ctx, g)
 	h := &hold{k: k, g: g, since: clock.Now(k.clock), deadline: deadline}
 	if g.maxHold > 0 { // from the grant as the caller gets it (Sent may be long before: a hand-off, a session's keepalive)
 		h.cap = h.since.Add(g.maxHold)

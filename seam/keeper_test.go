@@ -379,3 +379,42 @@ func TestReleaseErrorsCounted(t *testing.T) {
 	}
 	waitCount(3)
 }
+
+// TestLeaseContextParent: a Lease taken under another Lease's Context ends
+// with it (a nested section), but for a downgrade (the read side of the
+// same RWLock under its owner's write Lease), whose Context outlives the
+// write's unlock and ends with the ctx the write side was acquired with.
+func TestLeaseContextParent(t *testing.T) {
+	k := NewKeeper[*countOps](nil, nil)
+	defer k.Close(context.Background(), nil)
+	outer, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	grant := func(ctx context.Context, shape, name, key string) *Lease {
+		t.Helper()
+		l, err := k.Lease(ctx, Grant[*countOps]{Shape: shape, Name: name, Key: key, Owner: OwnerOf(ctx), Token: 1, Sent: time.Now(), TTL: time.Minute, Ops: &countOps{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	w := grant(outer, "rw_write", "n", "w")
+	nested := grant(w.Context(), "lock", "m", "l")
+	other := grant(w.Context(), "rw_read", "other", "o")
+	down := grant(w.Context(), "rw_read", "n", "r")
+	if CarriedOwner(down.Context()) != CarriedOwner(w.Context()) {
+		t.Fatal("the downgrade's Context carries another owner")
+	}
+	if err := w.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if nested.Context().Err() == nil || other.Context().Err() == nil {
+		t.Fatal("a Lease taken under the write Lease's Context outlived its unlock")
+	}
+	if err := down.Context().Err(); err != nil {
+		t.Fatalf("the downgrade's Context ended with the write's unlock: %v", err)
+	}
+	cancel()
+	if down.Context().Err() == nil {
+		t.Fatal("the downgrade's Context outlived the ctx the write side was acquired with")
+	}
+}

@@ -66,7 +66,10 @@ func (l *Lease) Token() int64 { return l.h.g.token }
 // Context returns a context that carries this lease's owner (acquiring a
 // reentrant lock with it re-enters) and is cancelled when the lock is lost
 // (context.Cause wraps ErrLockLost), when the lease is unlocked, or when the
-// context given to Acquire is cancelled. Run the critical section under it.
+// context given to Acquire is cancelled (for a downgrade, a read lock taken
+// under the write Lease's Context: the one given to the write side's
+// Acquire, so that the read goes on after the write's unlock). Run the
+// critical section under it.
 // (It is made on the first call: a lease nobody asks for a context costs
 // none.)
 func (l *Lease) Context() context.Context {
@@ -79,7 +82,7 @@ func (l *Lease) Context() context.Context {
 		if l.owner == "" {
 			l.owner = ids.Token()
 		}
-		l.ctx, l.cancel = context.WithCancelCause(withOwner(l.parent, l.owner))
+		l.ctx, l.cancel = context.WithCancelCause(withOwner(l.parent, l.owner, l))
 		switch {
 		case l.err != nil:
 			l.cancel(l.err)

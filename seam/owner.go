@@ -13,6 +13,13 @@ import (
 
 type ownerKey struct{}
 
+// carried is what a context carries under ownerKey: the owner, and the
+// Lease whose Context first carried it (nil: none).
+type carried struct {
+	owner string
+	lease *Lease
+}
+
 // OwnerOf returns the owner ctx carries (a Lease's Context carries its
 // lease's owner, so acquiring a reentrant lock with it re-enters), or a new
 // unique id when it carries none.
@@ -27,15 +34,32 @@ func OwnerOf(ctx context.Context) string {
 // does not need the owner can leave it to the Lease, which makes one only
 // if its Context is asked for).
 func CarriedOwner(ctx context.Context) string {
-	o, _ := ctx.Value(ownerKey{}).(string)
-	return o
+	c, _ := ctx.Value(ownerKey{}).(carried)
+	return c.owner
 }
 
-func withOwner(ctx context.Context, owner string) context.Context {
+// withOwner returns ctx carrying owner, as the Context of l (nil: of no
+// Lease); ctx itself if it carries owner already.
+func withOwner(ctx context.Context, owner string, l *Lease) context.Context {
 	if CarriedOwner(ctx) == owner {
 		return ctx
 	}
-	return context.WithValue(ctx, ownerKey{}, owner)
+	return context.WithValue(ctx, ownerKey{}, carried{owner, l})
+}
+
+// parentOf returns the context g's Lease hangs under: ctx, the one given to
+// Acquire, but for a downgrade (the read side of an RWLock taken under its
+// owner's write Lease of the same lock) the one given to the write side's
+// Acquire, so that the read hold's Context outlives the write's unlock.
+func parentOf(ctx context.Context, g grant) context.Context {
+	if g.shape != "rw_read" {
+		return ctx
+	}
+	c, _ := ctx.Value(ownerKey{}).(carried)
+	if w := c.lease; w != nil && w.h.g.shape == "rw_write" && w.h.g.name == g.name && c.owner == g.owner {
+		return w.parent
+	}
+	return ctx
 }
 
 // NewID returns a new random id (64 bits as 16 hex characters, from the
