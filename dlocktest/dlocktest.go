@@ -169,6 +169,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("ReadWrite/DowngradePastQueuedWriter", s.downgrade)
 	t.Run("ReadWrite/ReaderPastQueuedWriter", s.readerPastWriter)
 	t.Run("Reentrant/PastQueuedWaiter", s.reentrantPastWaiter)
+	t.Run("Reentrant/LeaseAndMaxHold", s.reentrantOptions)
 	t.Run("Semaphore", s.semaphore)
 	t.Run("Semaphore/PermitsInTheStore", s.permitsInTheStore)
 	t.Run("Semaphore/SetPermits", s.setPermits)
@@ -621,6 +622,51 @@ func (s *suite) reentrant(t *testing.T) {
 	}
 	unlock(t, outer)
 	l := acquire(t, ctx, ls[1](n), dlock.Wait(5*time.Second))
+	unlock(t, l)
+}
+
+// reentrantOptions: a re-entry's options apply to the hold it joins, as a
+// store that counts re-entries applies them (Redis): a longer LeaseTime
+// extends the hold past the first acquisition's lease, and a MaxHold caps
+// it (the hold is lost at it, and released in the store).
+func (s *suite) reentrantOptions(t *testing.T) {
+	d := s.b.Lease
+	if d == 0 {
+		t.Skip("the backend has no fixed leases")
+	}
+	ls := s.lockers(t, s.exclusive()[1], 2)
+	n := name(t)
+	ctx := testCtx(t, 10*d+60*time.Second)
+	outer := acquire(t, ctx, ls[0](n), dlock.LeaseTime(2*d))
+	inner := acquire(t, outer.Context(), ls[0](n), dlock.LeaseTime(5*d), dlock.Wait(0))
+	time.Sleep(3 * d) // past the first lease, within the re-entry's
+	if err := outer.Verify(ctx); err != nil {
+		t.Fatalf("the hold %v after a re-entry with LeaseTime(%v), past its first LeaseTime(%v): %v; want it held", 3*d, 5*d, 2*d, err)
+	}
+	if _, err := ls[1](n).Acquire(ctx, dlock.Wait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("another owner past the first lease, within the re-entry's: %v; want ErrNotAcquired", err)
+	}
+	unlock(t, inner)
+	unlock(t, outer)
+
+	m := n + ".maxhold"
+	held := acquire(t, ctx, ls[0](m))
+	start := time.Now()
+	capped := acquire(t, held.Context(), ls[0](m), dlock.MaxHold(d), dlock.Wait(0))
+	select {
+	case <-held.Done():
+		if took := time.Since(start); took < d*9/10 {
+			t.Fatalf("a hold re-entered with MaxHold(%v) lost after %v", d, took)
+		}
+		if err := held.Err(); !errors.Is(err, dlock.ErrLockLost) || !strings.Contains(err.Error(), "max_hold") {
+			t.Fatalf("the hold at its re-entry's MaxHold: %v; want ErrLockLost (max_hold)", err)
+		}
+	case <-time.After(d + 10*time.Second):
+		t.Fatalf("a hold re-entered with MaxHold(%v) still held after %v", d, time.Since(start))
+	}
+	_ = capped.Unlock(ctx)
+	_ = held.Unlock(ctx)
+	l := acquire(t, ctx, ls[1](m), dlock.Wait(10*time.Second)) // released in the store, not left to expire
 	unlock(t, l)
 }
 

@@ -105,7 +105,10 @@ func (c *Client) acquire(ctx context.Context, sh shape, opts []dlock.Option) (l 
 		if err != nil {
 			return nil, err
 		}
-		if joined != nil {
+		if joined != nil { // a re-entry: its LeaseTime and MaxHold apply to the hold
+			if err := c.keeper.Reentered(ctx, (*seam.Lease)(joined), call.Options); err != nil {
+				return nil, err
+			}
 			return joined, nil
 		}
 		defer done()

@@ -8,8 +8,10 @@ import (
 
 // Lock is a reentrant exclusive lock granted in arrival order: acquiring
 // it with a context that carries the holder's owner (the Context of one of
-// its Leases) re-enters at once, without a write to etcd, and returns the
-// holder's token; the lock is free once every Lease of the owner is
+// its Leases) re-enters at once, without a write to etcd (but for a
+// dlock.LeaseTime longer than the hold's fixed lease has left, which
+// extends it, as Lease.Extend does; a dlock.MaxHold caps the hold), and
+// returns the holder's token; the lock is free once every Lease of the owner is
 // unlocked. Two acquisitions of one owner at once (two goroutines under
 // one Lease's Context) do not queue behind each other: the second waits
 // for the first and joins its hold (or, if the first failed, tries

@@ -13,7 +13,12 @@
 //	defer func() { err = call.End(l, err) }() // the event; the error named once
 //	o := call.Options                                // Wait, Lease, QueueTimeout, OnLost, MaxHold
 //	if l, ok := k.Join(ctx, key, seam.OwnerOf(ctx), o.OnLost); ok {
-//		return l, nil // a re-entry: the Keeper counts it, the store need not know
+//		// a re-entry: the Keeper counts it, the store need not know, but
+//		// for its options (a longer LeaseTime, a MaxHold)
+//		if err := k.Reentered(ctx, l, o); err != nil {
+//			return nil, err
+//		}
+//		return l, nil
 //	}
 //	// ... grant the lock in the store: its token, when the request was sent ...
 //	return k.Lease(ctx, seam.Grant[*myOps]{Shape: "lock", Name: name, Key: key, ...})

@@ -87,6 +87,32 @@ func (k *Keeper[O]) Enter(ctx context.Context, key, owner string, until time.Tim
 	return k.k.enter(ctx, key, owner, until, onLost)
 }
 
+// Reentered applies the options of a re-entry to the hold that l, the
+// Lease Enter or Join returned, joined, as a store that counts re-entries
+// does (Redis): its MaxHold caps the hold, and its fixed lease (LeaseTime)
+// extends a hold not kept by renewals whose lease ends sooner (Lease.Extend,
+// in the store). If that extension fails, l is unlocked and the error
+// returned.
+func (k *Keeper[O]) Reentered(ctx context.Context, l *Lease, o Options) error {
+	h, kk := l.h, &k.k
+	kk.mu.Lock()
+	now := clock.Now(kk.clock)
+	if c := now.Add(o.MaxHold); o.MaxHold > 0 && !h.ended && (h.cap.IsZero() || c.Before(h.cap)) {
+		h.cap = c
+		kk.moveDeadline(h, h.deadline)
+	}
+	extend := o.Lease > 0 && !h.g.renewed && h.deadline.Before(LeaseEnd(now, o.Lease))
+	kk.mu.Unlock()
+	if !extend {
+		return nil
+	}
+	if err := l.Extend(ctx, o.Lease); err != nil {
+		_ = l.Unlock(context.WithoutCancel(ctx))
+		return renamed("acquire", err)
+	}
+	return nil
+}
+
 // Held returns the live hold whose Grant.Key is key, or nil.
 func (k *Keeper[O]) Held(key string) *Hold[O] {
 	k.k.mu.Lock()

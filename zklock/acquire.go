@@ -125,8 +125,14 @@ func (c *Client) acquire(ctx context.Context, r *request, opts []dlock.Option) (
 		if err != nil {
 			return nil, err
 		}
-		if l != nil {
-			return (*dlock.Lease)(l), nil // re-entered: the hold's own deadline stands
+		if l != nil { // re-entered: its LeaseTime and MaxHold apply to the hold
+			if err := c.keeper.Reentered(ctx, l, o); err != nil {
+				return nil, err
+			}
+			if h := c.keeper.HoldOf(l); h != nil && o.Lease > 0 {
+				h.Ops().lastAtLeast(o.Lease)
+			}
+			return (*dlock.Lease)(l), nil
 		}
 		defer done()
 		if err := c.selfBlocked(r); err != nil {
@@ -451,7 +457,7 @@ func (c *Client) grant(ctx context.Context, r *request, key string, n *node, sen
 	n.hold = c.keeper.HoldOf(l)
 	if long && !n.gone {
 		end := seam.LeaseEnd(sent, o.Lease)
-		n.leaseEnd = time.AfterFunc(time.Until(end), func() { c.expire(n) })
+		n.endsAt, n.leaseEnd = end, time.AfterFunc(time.Until(end), func() { c.expire(n) })
 	}
 	n.mu.Unlock()
 	c.watchLater(n)

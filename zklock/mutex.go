@@ -56,8 +56,11 @@ func (c *Client) Lock(name string) *Lock {
 func (l *Lock) Name() string { return l.req.name }
 
 // Acquire takes the lock, or re-enters it when ctx carries the owner that
-// holds it through this Client (options other than OnLost then change
-// nothing: the hold's lease stands); see Mutex.Acquire. While another
+// holds it through this Client: then a longer dlock.LeaseTime extends the
+// hold's fixed lease (past 5/12 of the session timeout, a lease that was
+// shorter is refused with dlock.ErrInvalidDuration, as Lease.Extend is), a
+// dlock.MaxHold caps the hold, and the other options change nothing; see
+// Mutex.Acquire. While another
 // Acquire of the same owner and lock is in progress (two goroutines of one
 // owner), it waits for that one to end, whatever its own Wait, and then
 // re-enters the lock if that one took it. An owner that

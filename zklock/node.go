@@ -54,8 +54,9 @@ type node struct {
 	first   time.Time // a renewed hold's first deadline (set before its grant)
 
 	mu       sync.Mutex
-	gone     bool // released, or found lost
-	leaseEnd *time.Timer
+	gone     bool        // released, or found lost
+	leaseEnd *time.Timer // ends a fixed lease longer than the first span, at endsAt
+	endsAt   time.Time
 	later    *time.Timer       // starts the guards (watchLater)
 	stop     chan struct{}     // closed when gone: the guards' end (nil: not guarded)
 	hold     *seam.Hold[*node] // its hold, once the Keeper has it

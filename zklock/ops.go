@@ -103,11 +103,25 @@ func (n *node) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	if ok && err == nil {
 		n.mu.Lock()
 		if n.leaseEnd != nil && !n.gone {
-			n.leaseEnd.Reset(time.Until(seam.LeaseEnd(sent, ttl)))
+			n.endsAt = seam.LeaseEnd(sent, ttl)
+			n.leaseEnd.Reset(time.Until(n.endsAt))
 		}
 		n.mu.Unlock()
 	}
 	return ok, err
+}
+
+// lastAtLeast moves the end of a fixed lease longer than the first span
+// (kept by the heartbeat, ended by a timer) to d from now, if it is
+// sooner: a re-entry's LeaseTime (a shorter fixed lease is extended in
+// ZooKeeper: Keeper.Reentered).
+func (n *node) lastAtLeast(d time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if e := seam.LeaseEnd(time.Now(), d); n.leaseEnd != nil && !n.gone && e.After(n.endsAt) {
+		n.endsAt = e
+		n.leaseEnd.Reset(time.Until(e))
+	}
 }
 
 // Verify reports whether n's nodes still exist in this session with the
