@@ -410,6 +410,23 @@ func TestLeaseContextParent(t *testing.T) {
 	if nested.Context().Err() == nil || other.Context().Err() == nil {
 		t.Fatal("a Lease taken under the write Lease's Context outlived its unlock")
 	}
+	// The write side taken under a Lease of the same owner (a Lock): its
+	// downgrade ends with that Lease, not with the write's unlock.
+	outerLock := grant(outer, "lock", "x", "x")
+	w2 := grant(outerLock.Context(), "rw_write", "n2", "w2")
+	down2 := grant(w2.Context(), "rw_read", "n2", "r2")
+	if err := w2.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := down2.Context().Err(); err != nil {
+		t.Fatalf("a downgrade under a write taken under another Lease ended with the write's unlock: %v", err)
+	}
+	if err := outerLock.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if down2.Context().Err() == nil {
+		t.Fatal("that downgrade's Context outlived the Lease its write side was taken under")
+	}
 	if err := down.Context().Err(); err != nil {
 		t.Fatalf("the downgrade's Context ended with the write's unlock: %v", err)
 	}

@@ -38,10 +38,11 @@ func CarriedOwner(ctx context.Context) string {
 	return c.owner
 }
 
-// withOwner returns ctx carrying owner, as the Context of l (nil: of no
-// Lease); ctx itself if it carries owner already.
+// withOwner returns ctx carrying owner as the Context of l (a Lease taken
+// under another Lease's Context of the same owner carries itself, so that
+// parentOf finds the nearest Lease).
 func withOwner(ctx context.Context, owner string, l *Lease) context.Context {
-	if CarriedOwner(ctx) == owner {
+	if c, _ := ctx.Value(ownerKey{}).(carried); c == (carried{owner, l}) {
 		return ctx
 	}
 	return context.WithValue(ctx, ownerKey{}, carried{owner, l})
