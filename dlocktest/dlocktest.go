@@ -752,11 +752,7 @@ func (s *suite) downgrade(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	w := acquire(t, ctx, a.Write(n))
 	got := acquireLater(t, ctx, b.Write(n), dlock.Wait(40*time.Second))
-	if a.Inspect != nil {
-		inspectUntil(t, ctx, a.Inspect, n, "a writer queued behind the writer", func(i dlock.Info) bool { return len(i.Queue) == 1 })
-	} else {
-		time.Sleep(300 * time.Millisecond) // the writer queues
-	}
+	queued(t, ctx, a, n, "a writer queued behind the writer")
 	r, err := a.Read(n).Acquire(w.Context(), dlock.Wait(5*time.Second))
 	if err != nil {
 		t.Fatalf("the writer's own read side, another writer queued: %v; want it granted at once (a downgrade)", err)
@@ -802,11 +798,7 @@ func (s *suite) readerPastWriter(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	r := acquire(t, ctx, a.Read(n))
 	stop := waitIn(t, ctx, b.Write(n))
-	if a.Inspect != nil {
-		inspectUntil(t, ctx, a.Inspect, n, "a writer queued behind the reader", func(i dlock.Info) bool { return len(i.Queue) == 1 })
-	} else {
-		time.Sleep(300 * time.Millisecond) // the writer queues
-	}
+	queued(t, ctx, a, n, "a writer queued behind the reader")
 	again, err := a.Read(n).Acquire(r.Context(), dlock.Wait(0))
 	if err != nil {
 		t.Fatalf("the reader's re-entry, a writer queued: %v; want it at once", err)
@@ -869,6 +861,17 @@ func (s *suite) do(t *testing.T) {
 	}
 	l := acquire(t, ctx, b.Mutex(n), dlock.Wait(5*time.Second))
 	unlock(t, l)
+}
+
+// queued returns once one waiter is queued for n, as c's Inspect says
+// (failing t after 10 s), or after a pause where c has no Inspect.
+func queued(t *testing.T, ctx context.Context, c Client, n, what string) {
+	t.Helper()
+	if c.Inspect == nil {
+		time.Sleep(300 * time.Millisecond)
+		return
+	}
+	inspectUntil(t, ctx, c.Inspect, n, what, func(i dlock.Info) bool { return len(i.Queue) == 1 })
 }
 
 // acquireLater starts l.Acquire(ctx, opts...) in the background and
