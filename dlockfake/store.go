@@ -17,7 +17,6 @@ import (
 // store at their time on the Service's clock, checked whenever the name
 // is looked at. Everything here runs under Service.mu.
 
-// mode is how a hold shares its names.
 // entry is one name in the store.
 type entry struct {
 	holds   []*holding

@@ -14,7 +14,7 @@ import (
 type ownerKey struct{}
 
 // carried is what a context carries under ownerKey: the owner, and the
-// Lease whose Context first carried it (nil: none).
+// nearest Lease whose Context it is or is under (nil: none).
 type carried struct {
 	owner string
 	lease *Lease
